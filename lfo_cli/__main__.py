@@ -1,0 +1,3 @@
+from lfo_cli.cli import main
+
+main()

@@ -1,0 +1,78 @@
+"""The `lfo` command line. Keep this module light: it is imported by `lfo --help`.
+
+Each command lives in ``lfo_cli/commands/<name>.py`` and imports torch/trl/pandas lazily, inside
+the command body.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from lfo_cli import __version__
+from lfo_cli.commands import (
+    ablate,
+    gen_env,
+    inspect_wm,
+    models,
+    report,
+    train,
+    transfer_eval,
+    wmil,
+)
+from lfo_cli.commands._common import error_line
+from lfo_cli.errors import LfoError
+
+app = typer.Typer(
+    name="lfo",
+    help=(
+        "lfo (learn from observation): train LLM agents with RL plus a world-model loss, "
+        "and measure whether it helps.\n\n"
+        "Examples:\n\n"
+        "  lfo gen-env --seed 0 --output-dir data/\n\n"
+        "  lfo gen-env --check --data-dir data/\n\n"
+        "  lfo wmil train --task pattern_echo --steps 10000 --out runs/wmil_echo\n\n"
+        "  lfo train --recipe dual_lora_micro --seed 3 --out runs/dual_s3"
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+
+# A command module sets CONTEXT = {} once it is built; until then it accepts any arguments,
+# says it is not built yet and exits 2.
+_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _ctx(module) -> dict:
+    return getattr(module, "CONTEXT", _PASSTHROUGH)
+
+
+app.command("gen-env", context_settings=_ctx(gen_env))(gen_env.gen_env)
+app.command("train", context_settings=_ctx(train))(train.train)
+app.command("ablate", context_settings=_ctx(ablate))(ablate.ablate)
+app.command("inspect-wm", context_settings=_ctx(inspect_wm))(inspect_wm.inspect_wm)
+app.command("transfer-eval", context_settings=_ctx(transfer_eval))(transfer_eval.transfer_eval)
+app.command("report", context_settings=_ctx(report))(report.report)
+app.add_typer(wmil.app, name="wmil")
+app.add_typer(models.app, name="models")
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"lfo {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Show the version."),
+) -> None:
+    """lfo (learn from observation)."""
+
+
+def main() -> None:
+    try:
+        app()
+    except LfoError as exc:  # last line of defence; commands normally catch this themselves
+        error_line(str(exc))
+        raise SystemExit(exc.exit_code) from None

@@ -1,0 +1,12 @@
+"""`lfo train` (issue #5): registered, not built yet."""
+
+from __future__ import annotations
+
+import typer
+
+from lfo_cli.commands._common import not_built
+
+
+def train(ctx: typer.Context) -> None:
+    """Not built yet: exits 2 and says so."""
+    not_built("train", 5)

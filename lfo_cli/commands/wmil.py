@@ -1,0 +1,14 @@
+"""`lfo wmil` (issue #3): placeholder sub-app until it lands."""
+
+from __future__ import annotations
+
+import typer
+
+from lfo_cli.commands._common import not_built
+
+app = typer.Typer(help="WMIL: a from-scratch baby model learning from a parent environment.", no_args_is_help=False)
+
+
+@app.callback(invoke_without_command=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def _not_built(ctx: typer.Context) -> None:
+    not_built("wmil", 3)

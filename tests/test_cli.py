@@ -1,0 +1,41 @@
+"""The CLI shell: fast help, every subcommand registered, unbuilt commands refuse honestly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from lfo_cli.cli import app
+
+SUBCOMMANDS = ["gen-env", "train", "ablate", "inspect-wm", "transfer-eval", "wmil", "report"]
+
+
+def test_help_lists_every_subcommand():
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for name in SUBCOMMANDS:
+        assert name in result.output
+
+
+def test_help_is_fast_and_imports_no_heavy_library():
+    code = (
+        "import sys, time; t=time.perf_counter();"
+        "from lfo_cli.cli import app;"
+        "heavy=[m for m in ('torch','transformers','trl','peft','pandas','matplotlib','datasets') if m in sys.modules];"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "lfo_cli", "--help"], capture_output=True, check=True)
+    assert time.perf_counter() - t0 < 2.0
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_every_subcommand_has_help(name):
+    result = CliRunner().invoke(app, [name, "--help"])
+    assert result.exit_code == 0, result.output
