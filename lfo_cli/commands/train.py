@@ -1,12 +1,107 @@
-"""`lfo train` (issue #5): registered, not built yet."""
+"""`lfo train --recipe NAME`: resolve a recipe, create the run dir, hand off to the kind's runner."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from lfo_cli.commands._common import not_built
+from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.errors import LfoError
+
+CONTEXT: dict = {}
+
+RecipeOpt = Annotated[
+    str | None,
+    typer.Option("--recipe", help="Recipe name in recipes/ (or a path to a YAML file)."),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override one recipe key, e.g. --set wm.coef=1.0 (repeatable)."),
+]
 
 
-def train(ctx: typer.Context) -> None:
-    """Not built yet: exits 2 and says so."""
-    not_built("train", 5)
+@handle_errors
+def train(
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Overrides the recipe's seed.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/RECIPE_sSEED_TIME).")] = None,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Continue the run in this directory after a kill.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved recipe and exit.")] = False,
+    list_recipes: Annotated[bool, typer.Option("--list", help="List the available recipes and exit.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Train from a recipe (a YAML delta over defaults).
+
+    Examples:
+
+      lfo train --list
+
+      lfo train --recipe warmstart_micro --out runs/ws_micro
+
+      lfo train --recipe dual_lora_micro --set wm.coef=1.0 --seed 3 --out runs/dual_s3
+
+      lfo train --resume runs/dual_s3
+    """
+    import yaml
+
+    from lfo_cli import recipes
+    from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
+
+    if list_recipes:
+        names = recipes.available_recipes()
+        if json_out:
+            print_json(names)
+        else:
+            typer.echo("\n".join(names))
+        return
+
+    if resume is not None:
+        if recipe is not None or set_:
+            raise LfoError("--resume continues a run with its recorded recipe; drop --recipe/--set")
+        recorded = resume / "recipe.yaml"
+        if not recorded.is_file():
+            raise LfoError(f"{resume}: not a run directory (no recipe.yaml)")
+        try:
+            mapping = yaml.safe_load(recorded.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise LfoError(f"{recorded}: corrupt recipe ({exc})") from None
+        if not isinstance(mapping, dict):
+            raise LfoError(f"{recorded}: corrupt recipe (not a mapping)")
+        name = read_json(resume / "run.json").get("recipe", resume.name) if (resume / "run.json").is_file() else resume.name
+        rec = recipes.recipe_from_mapping(mapping, name=name)
+        run_dir = resume
+    else:
+        if recipe is None:
+            raise LfoError("--recipe NAME is required (see `lfo train --list`)")
+        overrides = list(set_ or [])
+        if seed is not None:
+            overrides.append(f"seed={seed}")
+        rec = recipes.load_recipe(recipe, overrides)
+        if dry_run:
+            if json_out:
+                print_json(rec.resolved)
+            else:
+                typer.echo(yaml.safe_dump(rec.resolved, sort_keys=False), nl=False)
+            return
+        run_seed = getattr(rec.config, "seed", None)
+        run_dir = out or Path("runs") / f"{Path(rec.name).stem}_s{run_seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+        if (run_dir / "recipe.yaml").exists():
+            raise LfoError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
+        meta = run_metadata(seed=getattr(rec.config, "seed", None), config=rec.resolved)
+        meta.update(recipe=rec.name, recipe_chain=rec.chain, kind=rec.kind)
+        atomic_write_json(run_dir / "run.json", meta)
+
+    runner = recipes.runner_for(rec.kind)
+    summary = runner(rec.config, run_dir, resume=resume is not None)
+    if json_out:
+        print_json({"run_dir": str(run_dir), **(summary or {})})
+    else:
+        typer.echo(f"run dir: {run_dir}")

@@ -1,0 +1,274 @@
+"""Recipes: small YAML deltas over a base (verl style), resolved into typed config dataclasses.
+
+A recipe file ``recipes/NAME.yaml`` looks like::
+
+    base: dual_lora_micro      # optional: another recipe this one is a delta over
+    kind: grpo                 # which config dataclass / runner the recipe is for
+    wm:
+      coef: 1.0
+
+Resolution: follow the ``base`` chain to its root, deep-merge each delta over it (mappings merge,
+everything else replaces), apply ``--set a.b=value`` overrides (values parsed as YAML scalars), then
+build the dataclass registered for ``kind``. The dataclass defaults are the root defaults, so a
+recipe only lists what differs. Unknown keys, wrong types and out-of-range values raise
+:class:`LfoError` with the recipe name and the dotted key; the CLI prints that one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+from lfo_cli.errors import LfoError
+
+RECIPE_DIR = Path(__file__).resolve().parent.parent / "recipes"
+
+# kind -> ("module:ConfigClass", "module:runner").  Runners have the signature
+# ``run(cfg, out_dir: Path, *, resume: bool = False) -> dict``.  Imported lazily.
+KINDS: dict[str, tuple[str, str]] = {
+    "warmstart": ("lfo_cli.models.warmstart:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart"),
+    "grpo": ("lfo_cli.train.config:TrainConfig", "lfo_cli.train.runner:run_training"),
+}
+
+
+@dataclass
+class Recipe:
+    name: str
+    kind: str
+    config: Any  # an instance of the kind's config dataclass
+    resolved: dict = field(default_factory=dict)  # the fully merged mapping, as written to the run dir
+    chain: list[str] = field(default_factory=list)  # files from root to leaf
+
+
+def _import(spec: str) -> Any:
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise LfoError(f"recipe kind needs {spec}, which is not available yet ({exc})") from None
+
+
+def available_recipes(recipe_dir: Path = RECIPE_DIR) -> list[str]:
+    return sorted(p.stem for p in recipe_dir.glob("*.yaml"))
+
+
+def recipe_path(name: str, recipe_dir: Path = RECIPE_DIR) -> Path:
+    """A name (``dual_lora``) resolves in ``recipes/``; anything with a suffix or slash is a path."""
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        path = Path(name)
+    else:
+        path = recipe_dir / f"{name}.yaml"
+    if not path.is_file():
+        known = available_recipes(recipe_dir)
+        hint = difflib.get_close_matches(name, known, n=1)
+        extra = f" (did you mean '{hint[0]}'?)" if hint else f" (known: {', '.join(known) or 'none'})"
+        raise LfoError(f"unknown recipe '{name}'{extra}")
+    return path
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise LfoError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LfoError(f"{path}: cannot read recipe ({exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise LfoError(f"{path}: a recipe must be a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def deep_merge(base: dict, delta: dict) -> dict:
+    out = dict(base)
+    for key, value in delta.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def resolve_chain(name: str, recipe_dir: Path = RECIPE_DIR) -> tuple[dict, list[str]]:
+    chain: list[Path] = []
+    path = recipe_path(name, recipe_dir)
+    while True:
+        if path.resolve() in [p.resolve() for p in chain]:
+            raise LfoError(f"{path}: recipe 'base' chain has a cycle")
+        chain.append(path)
+        data = _read_yaml(path)
+        base = data.get("base")
+        if base is None:
+            break
+        if not isinstance(base, str):
+            raise LfoError(f"{path}: 'base' must be a recipe name")
+        path = recipe_path(base, path.parent if "/" not in base else recipe_dir)
+    merged: dict = {}
+    for p in reversed(chain):
+        merged = deep_merge(merged, {k: v for k, v in _read_yaml(p).items() if k != "base"})
+    return merged, [str(p) for p in reversed(chain)]
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise LfoError(f"--set expects KEY=VALUE (e.g. wm.coef=1.0), got '{text}'")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    out = deep_merge({}, data)
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = out
+        for k in keys[:-1]:
+            nxt = node.get(k)
+            if nxt is None:
+                nxt = node[k] = {}
+            elif not isinstance(nxt, dict):
+                raise LfoError(f"--set {text}: '{k}' is not a section")
+            node = nxt
+        node[keys[-1]] = value
+    return out
+
+
+# ---- building typed configs -------------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check/convert one value against a type hint; complex hints are passed through unchanged."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except LfoError as exc:
+                errors.append(str(exc))
+        raise LfoError(errors[0] if errors else f"{where}: invalid value {value!r}")
+    if origin is Literal:
+        choices = get_args(tp)
+        if value not in choices:
+            raise LfoError(f"{where}: must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise LfoError(f"{where}: expected a mapping (section), got {value!r}")
+        return build_config(tp, value, prefix=where)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise LfoError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise LfoError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise LfoError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise LfoError(f"{where}: expected a string, got {value!r}")
+        return value
+    if tp is Path:
+        if not isinstance(value, str):
+            raise LfoError(f"{where}: expected a path string, got {value!r}")
+        return Path(value)
+    if origin in (list, tuple) or tp in (list, tuple):
+        if not isinstance(value, list):
+            raise LfoError(f"{where}: expected a list, got {value!r}")
+        args = get_args(tp)
+        item_tp = args[0] if args else Any
+        items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if (origin is tuple or tp is tuple) else items
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise LfoError(f"{where}: expected a mapping, got {value!r}")
+        return value
+    return value  # enums, callables and other library types: the dataclass itself validates
+
+
+def build_config(cls: type, data: dict, prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from a nested mapping, rejecting unknown keys and bad types."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs = {}
+    for key, value in data.items():
+        where = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields:
+            hint = difflib.get_close_matches(str(key), list(fields), n=1)
+            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise LfoError(f"unknown key '{where}'{extra}")
+        kwargs[key] = _coerce(value, hints.get(key, Any), where)
+    try:
+        return cls(**kwargs)
+    except LfoError as exc:
+        raise LfoError(f"{prefix + ': ' if prefix else ''}{exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise LfoError(f"{prefix + ': ' if prefix else ''}{exc}") from None
+
+
+def config_to_dict(cfg: Any) -> Any:
+    """A config dataclass as plain YAML-able data (Paths as strings, tuples as lists)."""
+    if dataclasses.is_dataclass(cfg):
+        return {f.name: config_to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
+    if isinstance(cfg, dict):
+        return {k: config_to_dict(v) for k, v in cfg.items()}
+    if isinstance(cfg, (list, tuple)):
+        return [config_to_dict(v) for v in cfg]
+    if isinstance(cfg, Path):
+        return str(cfg)
+    if hasattr(cfg, "value") and type(cfg).__module__ != "builtins":  # enums
+        return cfg.value
+    return cfg
+
+
+def load_recipe(name: str, overrides: list[str] | None = None, recipe_dir: Path = RECIPE_DIR) -> Recipe:
+    merged, chain = resolve_chain(name, recipe_dir)
+    merged = apply_overrides(merged, list(overrides or []))
+    return recipe_from_mapping(merged, name=name, chain=chain)
+
+
+def recipe_from_mapping(merged: dict, name: str, chain: list[str] | None = None) -> Recipe:
+    kind = merged.get("kind")
+    if kind not in KINDS:
+        raise LfoError(f"recipe '{name}': 'kind' must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
+    config_cls = _import(KINDS[kind][0])
+    body = {k: v for k, v in merged.items() if k != "kind"}
+    try:
+        cfg = build_config(config_cls, body)
+    except LfoError as exc:
+        raise LfoError(f"recipe '{name}': {exc}") from None
+    resolved = {"kind": kind, **config_to_dict(cfg)}
+    return Recipe(name=name, kind=kind, config=cfg, resolved=resolved, chain=list(chain or []))
+
+
+def runner_for(kind: str):
+    return _import(KINDS[kind][1])

@@ -1,0 +1,107 @@
+"""Recipe resolution: base chains, overrides, strict keys and types, one-line errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from lfo_cli import recipes
+from lfo_cli.errors import LfoError
+
+
+@dataclass
+class WM:
+    coef: float = field(default=0.5, metadata={"help": "lambda"})
+    coupling: Literal["separate", "stacked", "shared"] = "separate"
+
+    def __post_init__(self):
+        if self.coef < 0:
+            raise LfoError(f"wm.coef must be >= 0, got {self.coef}")
+
+
+@dataclass
+class ToyConfig:
+    seed: int = 0
+    model: str = "micro"
+    steps: int = 10
+    targets: list[str] = field(default_factory=lambda: ["q_proj"])
+    wm: WM = field(default_factory=WM)
+
+
+@pytest.fixture
+def recipe_dir(tmp_path, monkeypatch):
+    monkeypatch.setitem(recipes.KINDS, "toy", (f"{__name__}:ToyConfig", f"{__name__}:ToyConfig"))
+    monkeypatch.setattr(recipes, "_import", lambda spec: ToyConfig)
+    (tmp_path / "root.yaml").write_text("kind: toy\nsteps: 100\nwm:\n  coef: 0.5\n")
+    (tmp_path / "child.yaml").write_text("base: root\nwm:\n  coef: 1.0\n")
+    (tmp_path / "grandchild.yaml").write_text("base: child\nmodel: smollm2-135m\n")
+    return tmp_path
+
+
+def test_chain_merges_deltas(recipe_dir):
+    rec = recipes.load_recipe("grandchild", recipe_dir=recipe_dir)
+    assert rec.config.steps == 100 and rec.config.wm.coef == 1.0 and rec.config.model == "smollm2-135m"
+    assert rec.config.wm.coupling == "separate"  # dataclass default survives the merge
+    assert [p.split("/")[-1] for p in rec.chain] == ["root.yaml", "child.yaml", "grandchild.yaml"]
+    assert rec.resolved["wm"] == {"coef": 1.0, "coupling": "separate"}
+
+
+def test_overrides_are_typed(recipe_dir):
+    rec = recipes.load_recipe("child", ["wm.coef=2", "seed=7", "targets=[q_proj, v_proj]"], recipe_dir=recipe_dir)
+    assert rec.config.wm.coef == 2.0 and isinstance(rec.config.wm.coef, float)
+    assert rec.config.seed == 7 and rec.config.targets == ["q_proj", "v_proj"]
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("wm.coeff=1", "unknown key 'wm.coeff' (did you mean 'coef'?)"),
+        ("wm.coef=-1", "wm.coef must be >= 0"),
+        ("wm.coupling=glued", "must be one of"),
+        ("steps=ten", "expected an integer"),
+        ("steps=1.5", "expected an integer"),
+        ("wm=3", "expected a mapping"),
+        ("nonsense", "--set expects KEY=VALUE"),
+    ],
+)
+def test_bad_values_raise_one_line(recipe_dir, override, message):
+    with pytest.raises(LfoError) as info:
+        recipes.load_recipe("child", [override], recipe_dir=recipe_dir)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_yaml_and_cycles(recipe_dir):
+    (recipe_dir / "broken.yaml").write_text("kind: toy\nwm: [unclosed\n")
+    with pytest.raises(LfoError, match="broken.yaml.*malformed YAML"):
+        recipes.load_recipe("broken", recipe_dir=recipe_dir)
+    (recipe_dir / "a.yaml").write_text("base: b\n")
+    (recipe_dir / "b.yaml").write_text("base: a\n")
+    with pytest.raises(LfoError, match="cycle"):
+        recipes.load_recipe("a", recipe_dir=recipe_dir)
+    (recipe_dir / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(LfoError, match="must be a YAML mapping"):
+        recipes.load_recipe("list", recipe_dir=recipe_dir)
+
+
+def test_unknown_recipe_and_kind(recipe_dir):
+    with pytest.raises(LfoError, match="did you mean 'child'"):
+        recipes.load_recipe("chlid", recipe_dir=recipe_dir)
+    (recipe_dir / "nokind.yaml").write_text("steps: 3\n")
+    with pytest.raises(LfoError, match="'kind' must be one of"):
+        recipes.load_recipe("nokind", recipe_dir=recipe_dir)
+
+
+def test_cli_bad_recipe_exits_2_with_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [\n")
+    result = CliRunner().invoke(app, ["train", "--recipe", str(bad)])
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "bad.yaml" in lines[0]
