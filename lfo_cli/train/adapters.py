@@ -1,0 +1,102 @@
+"""Two named PEFT LoRA adapters, `policy` and `world_model`, on one frozen base.
+
+PEFT pitfall handled here: ``set_adapter`` marks every *inactive* adapter ``requires_grad=False``,
+and autograd decides what gets a gradient at ``backward()`` time, not at forward time. After every
+switch we therefore re-enable gradients on both adapters with ``set_requires_grad`` — otherwise a
+joint step would silently train only the adapter that happened to be active last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+POLICY = "policy"
+WORLD_MODEL = "world_model"
+ADAPTERS = (POLICY, WORLD_MODEL)
+
+
+@dataclass
+class LoraSettings:
+    """The seed's LoRA: r 16, alpha 32, dropout 0.05 on q/v/o projections, for both adapters."""
+
+    r: int = field(default=16, metadata={"help": "LoRA rank of each adapter."})
+    alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r)."})
+    dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "v_proj", "o_proj"], metadata={"help": "Modules that get adapters."}
+    )
+
+    def __post_init__(self):
+        from lfo_cli.errors import LfoError
+
+        if self.r < 1:
+            raise LfoError(f"lora.r must be >= 1, got {self.r}")
+        if self.alpha < 1:
+            raise LfoError(f"lora.alpha must be >= 1, got {self.alpha}")
+        if not 0 <= self.dropout < 1:
+            raise LfoError(f"lora.dropout must be in [0, 1), got {self.dropout}")
+        if not self.target_modules:
+            raise LfoError("lora.target_modules must name at least one module")
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=list(self.target_modules),
+            task_type="CAUSAL_LM",
+        )
+
+
+def attach_dual_lora(model, lora: LoraSettings, with_world_model: bool = True):
+    """Wrap ``model`` in a PeftModel with the `policy` adapter (and `world_model`), policy active."""
+    from peft import get_peft_model
+
+    peft_model = get_peft_model(model, lora.peft_config(), adapter_name=POLICY)
+    if with_world_model:
+        peft_model.add_adapter(WORLD_MODEL, lora.peft_config())
+    activate(peft_model, POLICY)
+    return peft_model
+
+
+def adapter_names(model) -> list[str]:
+    return list(getattr(model, "peft_config", {}).keys())
+
+
+def activate(model, adapters: str | Sequence[str]) -> None:
+    """Make ``adapters`` the active set and keep every adapter trainable."""
+    names = [adapters] if isinstance(adapters, str) else list(adapters)
+    if len(names) == 1:
+        model.set_adapter(names[0])
+    else:  # several LoRA adapters active at once (stacked): a LoraModel feature
+        model.base_model.set_adapter(names)
+    model.set_requires_grad(adapter_names(model), requires_grad=True)
+
+
+@contextmanager
+def active(model, adapters: str | Sequence[str]) -> Iterator[None]:
+    """Temporarily switch adapters; always returns to `policy` only (what TRL generates with)."""
+    activate(model, adapters)
+    try:
+        yield
+    finally:
+        activate(model, POLICY)
+
+
+def adapter_params(model, name: str) -> list:
+    """The LoRA parameters of one adapter (matched by the adapter-name component of the parameter path)."""
+    token = f".{name}."
+    return [p for n, p in model.named_parameters() if token in n and "lora_" in n]
+
+
+def grad_norm(params) -> float:
+    import torch
+
+    grads = [p.grad.detach().float() for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))

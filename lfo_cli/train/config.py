@@ -1,0 +1,132 @@
+"""Configuration for dual-LoRA DAPO: a `GRPOConfig` extension plus small recipe sections.
+
+`DualLoRAConfig` adds the world-model fields to TRL's `GRPOConfig` (same style: every field has
+``metadata={"help": ...}`` and ``__post_init__`` rejects bad combinations with an actionable
+message). Its defaults are the seed's DAPO settings (000_f6bc565f3ebe8b59.txt): ``loss_type="dapo"``,
+epsilon 0.2 / epsilon_high 0.28, no KL term, AdamW betas (0.9, 0.95), weight decay 0.1, warmup 10
+then cosine, grad clip 1.0, 8 generations per prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trl import GRPOConfig
+
+from lfo_cli.errors import LfoError
+
+SCHEDULE_RE = re.compile(r"^(joint|alternating|wm_first:(\d+)|hierarchical:(\d+))$")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which adapters a step updates. Parsed from ``joint | alternating | wm_first:N | hierarchical:K``."""
+
+    kind: str
+    n: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Schedule:
+        m = SCHEDULE_RE.match(text.strip())
+        if not m:
+            raise LfoError(
+                f"wm.schedule must be joint, alternating, wm_first:N or hierarchical:K (N, K >= 1), got '{text}'"
+            )
+        kind = m.group(1).split(":")[0]
+        n = int(m.group(2) or m.group(3) or 0)
+        if kind in ("wm_first", "hierarchical") and n < 1:
+            raise LfoError(f"wm.schedule {text}: the step count must be >= 1")
+        return cls(kind, n)
+
+    def updates(self, step: int) -> tuple[bool, bool]:
+        """(update policy, update world model) at optimizer step ``step`` (0-based)."""
+        if self.kind == "joint":
+            return True, True
+        if self.kind == "alternating":  # even steps: world model, odd steps: policy
+            return step % 2 == 1, step % 2 == 0
+        if self.kind == "wm_first":  # pre-train the world model for N steps, then joint
+            return step >= self.n, True
+        # hierarchical:K — the world model every K steps, the policy every step
+        return True, step % self.n == 0
+
+
+@dataclass
+class DualLoRAConfig(GRPOConfig):
+    """`GRPOConfig` + the world-model auxiliary loss (lambda * wm_loss) of dual-LoRA DAPO."""
+
+    # ---- the seed's DAPO defaults (overriding GRPOConfig's) ----
+    loss_type: str = field(default="dapo", metadata={"help": "Policy loss; the seed uses DAPO (token-mean)."})
+    epsilon: float = field(default=0.2, metadata={"help": "Lower clip range (DAPO epsilon_low)."})
+    epsilon_high: float = field(default=0.28, metadata={"help": "Upper clip range (DAPO clip-higher)."})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient; DAPO drops the KL term."})
+    learning_rate: float = field(
+        default=1e-6,
+        metadata={"help": "The seed's lr. LoRA recipes raise it ~10x: a rank-16 adapter starts at zero and needs "
+                  "larger steps than full fine-tuning to move the policy at all."},
+    )
+    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (seed: betas 0.9/0.95)."})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay (seed: 0.1)."})
+    warmup_steps: float = field(default=10, metadata={"help": "Linear warmup steps before the cosine decay."})
+    lr_scheduler_type: str = field(default="cosine", metadata={"help": "Warmup then cosine (seed)."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping over both adapters together."})
+    num_generations: int | None = field(default=8, metadata={"help": "Rollouts per prompt (the group)."})
+
+    wm_coef: float = field(
+        default=0.5,
+        metadata={"help": "lambda, the world-model loss weight. 0 gives plain DAPO, bit-for-bit TRL's loss."},
+    )
+    wm_predict: Literal["phone", "phone_form", "all"] = field(
+        default="phone",
+        metadata={"help": "Which tool replies the world model predicts: make_phone_call only (the seed), "
+                  "phone calls and auth_info_form, or every tool."},
+    )
+    wm_coupling: Literal["separate", "stacked", "shared"] = field(
+        default="separate",
+        metadata={"help": "separate: world-model forward with only its adapter (the seed; no gradient reaches the "
+                  "policy adapter). stacked: both adapters active in the world-model forward, so its gradient also "
+                  "trains the policy adapter. shared: one adapter; cross-entropy on the phone-reply tokens inside "
+                  "the policy's own rollout forward."},
+    )
+    wm_schedule: str = field(
+        default="joint",
+        metadata={"help": "joint | alternating | wm_first:N | hierarchical:K (seed ablation 4)."},
+    )
+    wm_intrinsic: Literal["none", "surprise"] = field(
+        default="none",
+        metadata={"help": "surprise: add the world model's per-call prediction error as a reward bonus "
+                  "(the seed's discarded first design, kept as an ablation arm)."},
+    )
+    wm_intrinsic_coef: float = field(default=0.1, metadata={"help": "Weight of the surprise bonus."})
+    wm_learning_rate: float | None = field(
+        default=None, metadata={"help": "Separate learning rate for the world-model adapter (None: same as policy)."}
+    )
+    wm_max_length: int = field(
+        default=512, metadata={"help": "Token budget of one world-model example; the state is truncated from the left."}
+    )
+    wm_max_examples: int = field(
+        default=64, metadata={"help": "At most this many world-model examples per micro-batch (sampled evenly)."}
+    )
+    wm_grad_probe_every: int = field(
+        default=10,
+        metadata={"help": "Measure grad_norm/policy_from_wm (|d(lambda*wm_loss)/d policy params|) every N steps; 0 = never."},
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.wm_coef < 0:
+            raise LfoError(f"wm.coef must be >= 0 (0 = baseline DAPO), got {self.wm_coef}")
+        if self.wm_intrinsic_coef < 0:
+            raise LfoError(f"wm.intrinsic_coef must be >= 0, got {self.wm_intrinsic_coef}")
+        if self.wm_max_length < 16:
+            raise LfoError(f"wm.max_length must be >= 16 tokens, got {self.wm_max_length}")
+        if self.wm_max_examples < 1:
+            raise LfoError(f"wm.max_examples must be >= 1, got {self.wm_max_examples}")
+        if self.wm_learning_rate is not None and self.wm_learning_rate <= 0:
+            raise LfoError(f"wm.lr must be > 0, got {self.wm_learning_rate}")
+        self.schedule = Schedule.parse(self.wm_schedule)
+        if self.wm_coupling == "shared" and self.wm_schedule != "joint":
+            raise LfoError("wm.coupling=shared has a single adapter; use wm.schedule=joint with it")
+        if self.wm_intrinsic == "surprise" and self.wm_coef == 0:
+            raise LfoError("wm.intrinsic=surprise needs a trained world model: set wm.coef > 0")

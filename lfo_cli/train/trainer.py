@@ -1,0 +1,185 @@
+"""`DualLoRAGRPOTrainer`: TRL's GRPOTrainer (DAPO loss) + lambda * world-model loss.
+
+Only two TRL methods are overridden, both calling ``super()``:
+
+* ``_generate_and_score_completions`` — after TRL's multi-turn tool rollouts, attach to every rollout
+  the world-model examples built from its environment's transition log (a list column: TRL's own
+  shuffling/splitting carries it along with the row it belongs to).
+* ``compute_loss`` — TRL's policy loss (untouched), plus ``wm_coef * wm_loss`` computed on the same
+  micro-batch's examples, scaled by the same gradient-accumulation normaliser TRL applies to its loss.
+  One backward, one optimizer over both adapters.
+
+Coupling (``wm_coupling``):
+* ``separate`` (the seed): the world-model forward runs with only the `world_model` adapter active.
+  With a frozen base, no gradient of the world-model loss can reach the policy adapter; the trainer
+  measures this (``grad_norm/policy_from_wm``), it does not assume it.
+* ``stacked``: the world-model forward runs with both adapters active, so its gradient also flows into
+  the policy adapter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+
+from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
+from lfo_cli.train.wm_loss import build_batch, world_model_forward
+
+WM_COLUMN = "lfo_wm_examples"
+PREDICT_TOOLS = {
+    "phone": ("make_phone_call",),
+    "phone_form": ("make_phone_call", "auth_info_form"),
+    "all": ("make_phone_call", "auth_info_form", "search_company"),
+}
+
+Example = tuple[str, tuple[int, int]]
+
+
+def examples_from_environment(env, tools: Sequence[str]) -> list[Example]:
+    """World-model examples (text, target span) for the transitions of one rollout's environment."""
+    from lfo_cli.env.formatting import world_model_example
+
+    transitions = getattr(env, "transitions", None) or []
+    return [world_model_example(t) for t in transitions if _tool_of(t) in tools]
+
+
+def _tool_of(transition) -> str | None:
+    action = getattr(transition, "action", None)
+    if action is None and isinstance(transition, dict):
+        action = transition.get("action")
+    if isinstance(action, dict):
+        return action.get("tool")
+    return getattr(action, "tool", None)
+
+
+class DualLoRAGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose model is a PeftModel with `policy` and `world_model` adapters."""
+
+    def __init__(self, *args, wm_examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.wm_examples_fn = wm_examples_fn or examples_from_environment
+        self._wm_tools = PREDICT_TOOLS[self.args.wm_predict]
+        self._wm_enabled = self.args.wm_coef > 0
+        if self._wm_enabled and WORLD_MODEL not in getattr(self.model, "peft_config", {}):
+            raise ValueError(f"wm_coef > 0 needs a PeftModel with a '{WORLD_MODEL}' adapter")
+        activate(self.model, POLICY)
+        self.add_callback(_AdapterGradNorms(self))
+
+    # ---- rollouts -------------------------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self._wm_enabled:
+            envs = getattr(self, "environments", None) or []
+            n = output["completion_ids"].size(0)
+            column = [self.wm_examples_fn(env, self._wm_tools) for env in envs] if envs else [[] for _ in range(n)]
+            if len(column) != n:
+                raise RuntimeError(f"{len(column)} environments for {n} rollouts")
+            output[WM_COLUMN] = column
+        return output
+
+    # ---- optimizer: one AdamW over both adapters, optional separate world-model lr --------------
+    def create_optimizer(self, model=None):
+        split = self.optimizer is None and self.args.wm_learning_rate is not None
+        optimizer = super().create_optimizer(model)
+        if split:
+            wm_ids = {id(p) for p in adapter_params(self.model, WORLD_MODEL)}
+            groups = []
+            for group in optimizer.param_groups:
+                for is_wm in (False, True):
+                    params = [p for p in group["params"] if (id(p) in wm_ids) == is_wm]
+                    if params:
+                        lr = self.args.wm_learning_rate if is_wm else group["lr"]
+                        groups.append({**group, "params": params, "lr": lr})
+            optimizer.param_groups.clear()
+            for group in groups:
+                optimizer.add_param_group(group)
+        return optimizer
+
+    # ---- loss -----------------------------------------------------------------------------------
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        examples = inputs.pop(WM_COLUMN, None)
+        mode = "train" if self.model.training else "eval"
+        step = self.state.global_step
+        update_policy, update_wm = self.args.schedule.updates(step) if mode == "train" else (True, True)
+
+        activate(self.model, POLICY)
+        if update_policy or not self._wm_enabled:
+            loss = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+            self._metrics[mode]["losses/policy"].append(float(loss.detach()) * self._ga_factor(mode))
+        else:  # a world-model-only step: the policy adapter receives no gradient at all
+            loss = None
+
+        if self._wm_enabled and update_wm:
+            flat = [ex for row in (examples or []) for ex in row]
+            wm_loss = self._world_model_loss(model, flat, mode)
+            if wm_loss is not None:
+                term = self.args.wm_coef * wm_loss / self._ga_factor(mode)
+                if mode == "train" and self._should_probe(step):
+                    self._probe_policy_from_wm(term, mode)
+                loss = term if loss is None else loss + term
+
+        if loss is None:  # nothing to learn from in this micro-batch: a zero that keeps autograd happy
+            loss = sum(p.sum() for p in adapter_params(self.model, WORLD_MODEL)) * 0.0
+        self._metrics[mode]["losses/total"].append(float(loss.detach()) * self._ga_factor(mode))
+        activate(self.model, POLICY)  # only the policy adapter is ever active outside compute_loss
+        return loss
+
+    def _ga_factor(self, mode: str) -> float:
+        return float(self.current_gradient_accumulation_steps) if mode == "train" else 1.0
+
+    def _world_model_loss(self, model, examples: list[Example], mode: str):
+        if not examples:
+            return None
+        if len(examples) > self.args.wm_max_examples:  # evenly spaced subsample, deterministic
+            stride = len(examples) / self.args.wm_max_examples
+            examples = [examples[math.floor(i * stride)] for i in range(self.args.wm_max_examples)]
+        batch = build_batch(self.processing_class, examples, self.args.wm_max_length).to(self.accelerator.device)
+        adapters = [POLICY, WORLD_MODEL] if self.args.wm_coupling == "stacked" else [WORLD_MODEL]
+        with active(self.model, adapters):
+            wm_loss, _, metrics = world_model_forward(model, batch)
+        self._metrics[mode]["losses/wm"].append(float(wm_loss.detach()))
+        for key, value in metrics.items():
+            self._metrics[mode][key].append(value)
+        return wm_loss
+
+    def _should_probe(self, step: int) -> bool:
+        every = self.args.wm_grad_probe_every
+        return every > 0 and step % every == 0
+
+    def _probe_policy_from_wm(self, term: torch.Tensor, mode: str) -> None:
+        """Measure |d(lambda * wm_loss) / d(policy adapter)|; exactly 0 when no graph path exists."""
+        params = [p for p in adapter_params(self.model, POLICY) if p.requires_grad]
+        grads = torch.autograd.grad(term, params, retain_graph=True, allow_unused=True)
+        norms = [torch.linalg.vector_norm(g.float()) for g in grads if g is not None]
+        value = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+        self._metrics[mode]["grad_norm/policy_from_wm"].append(value * self._ga_factor(mode))
+
+
+class _AdapterGradNorms(TrainerCallback):
+    """Per-adapter gradient norms at every optimizer step, and the seed's imbalance warnings.
+
+    Measured in ``on_pre_optimizer_step``, i.e. after global clipping; clipping scales both adapters by
+    the same factor, so their ratio (what the seed's warning rule is about) is unaffected.
+    """
+
+    RATIO_LIMIT = 10.0  # the seed: "policy_grad_norm >> wm_grad_norm (>10x)" and the converse
+
+    def __init__(self, trainer: DualLoRAGRPOTrainer):
+        self.trainer = trainer
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        model = self.trainer.model
+        policy = grad_norm(adapter_params(model, POLICY))
+        wm = grad_norm(adapter_params(model, WORLD_MODEL))
+        metrics = self.trainer._metrics["train"]
+        metrics["grad_norm/policy"].append(policy)
+        metrics["grad_norm/wm"].append(wm)
+        if self.trainer._wm_enabled and policy > 0 and wm > 0:
+            ratio = policy / wm
+            metrics["grad_norm/policy_over_wm"].append(ratio)
+            metrics["warnings/policy_dominates"].append(float(ratio > self.RATIO_LIMIT))
+            metrics["warnings/wm_dominates"].append(float(ratio < 1.0 / self.RATIO_LIMIT))

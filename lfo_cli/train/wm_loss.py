@@ -1,0 +1,97 @@
+"""World-model examples -> one padded batch -> masked cross-entropy on the reply tokens only.
+
+An example is ``(text, (start, end))``: the seed's template (state, action, ``<|predict_csr|>``) followed
+by the target ``<|csr|>…<|/csr|>``, and the character span of the target. The prefix and the target are
+tokenised separately and concatenated, so the loss mask covers exactly the target's tokens (no token
+straddles the boundary). Over budget, the prefix keeps at least a quarter of it and is truncated from the
+left (the oldest history goes first); the reply keeps the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class WMBatch:
+    input_ids: torch.Tensor  # (N, L), right-padded
+    attention_mask: torch.Tensor  # (N, L)
+    labels: torch.Tensor  # (N, L): target token ids on reply tokens, IGNORE_INDEX elsewhere
+
+    @property
+    def num_target_tokens(self) -> int:
+        return int((self.labels != IGNORE_INDEX).sum())
+
+    def to(self, device) -> WMBatch:
+        return WMBatch(self.input_ids.to(device), self.attention_mask.to(device), self.labels.to(device))
+
+
+def tokenize_example(tokenizer, text: str, span: tuple[int, int], max_length: int) -> tuple[list[int], list[int]]:
+    start, end = span
+    if not (0 <= start <= end <= len(text)):
+        raise ValueError(f"target span {span} outside text of length {len(text)}")
+    prefix = tokenizer(text[:start], add_special_tokens=False)["input_ids"]
+    target = tokenizer(text[start:end], add_special_tokens=False)["input_ids"]
+    if len(prefix) + len(target) > max_length:
+        # The prefix keeps at least a quarter of the budget (context to predict from); the reply gets the
+        # rest; the prefix loses its oldest tokens first.
+        target = target[: max_length - min(len(prefix), max_length // 4)]
+        keep = max_length - len(target)
+        prefix = prefix[len(prefix) - keep :] if keep else []
+    ids = prefix + target
+    labels = [IGNORE_INDEX] * len(prefix) + list(target)
+    return ids, labels
+
+
+def build_batch(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]], max_length: int) -> WMBatch:
+    rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
+    width = max(len(ids) for ids, _ in rows)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
+    for i, (ids, lab) in enumerate(rows):
+        input_ids[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        attention[i, : len(ids)] = 1
+        labels[i, : len(lab)] = torch.tensor(lab, dtype=torch.long)
+    return WMBatch(input_ids, attention, labels)
+
+
+def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-example mean cross-entropy over target tokens, plus per-example (correct, count) for token accuracy.
+
+    Returns ``(loss_per_example (N,), correct (N,), count (N,))``; logits at position t predict token t+1.
+    """
+    shift_logits = logits[:, :-1, :].float()
+    shift_labels = labels[:, 1:]
+    mask = shift_labels != IGNORE_INDEX
+    ce = F.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.size(-1)),
+        shift_labels.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+        reduction="none",
+    ).view_as(shift_labels)
+    count = mask.sum(-1)
+    loss_per_example = (ce * mask).sum(-1) / count.clamp(min=1)
+    with torch.no_grad():
+        correct = ((shift_logits.argmax(-1) == shift_labels) & mask).sum(-1)
+    return loss_per_example, correct, count
+
+
+def world_model_forward(model, batch: WMBatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """Mean loss over examples (each example's loss is its token-mean), per-example losses, and metrics."""
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+    per_example, correct, count = masked_lm_loss(out.logits, batch.labels)
+    loss = per_example.mean()
+    metrics = {
+        "wm/token_acc": float(correct.sum()) / max(int(count.sum()), 1),
+        "wm/examples": float(len(per_example)),
+        "wm/target_tokens": float(count.sum()),
+    }
+    return loss, per_example.detach(), metrics

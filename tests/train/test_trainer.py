@@ -1,0 +1,186 @@
+"""DualLoRAGRPOTrainer on a tiny random model: gradient routing, schedules, parity with stock TRL."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+
+from lfo_cli.train.adapters import POLICY, WORLD_MODEL, LoraSettings, adapter_params, attach_dual_lora  # noqa: E402
+from lfo_cli.train.config import DualLoRAConfig, Schedule  # noqa: E402
+from lfo_cli.train.trainer import WM_COLUMN, DualLoRAGRPOTrainer  # noqa: E402
+from lfo_cli.train.wm_loss import IGNORE_INDEX, build_batch  # noqa: E402
+
+WM_TEXT = (
+    "<|state|>\nTask: call billing\nStep: 2\nPrevious Actions:\n- search_company: the rep\nCollected Auth: {}\n"
+    "<|/state|>\n\n<|action|>\n<|tool|>make_phone_call<|args|>{\"phone_number\": \"800-555-0100\"}<|/tool|>\n"
+    "<|/action|>\n\n<|predict_csr|>\n"
+)
+WM_TARGET = "<|csr|>I need your account number and the last 4 of your ssn<|/csr|>"
+
+
+def wm_example():
+    return (WM_TEXT + WM_TARGET, (len(WM_TEXT), len(WM_TEXT) + len(WM_TARGET)))
+
+
+def reward_len(completions, **kwargs):
+    return [float(len(str(c))) for c in completions]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+def make_trainer(tokenizer, tmp_path, cls=DualLoRAGRPOTrainer, dual=True, **cfg):
+    from datasets import Dataset
+
+    model = attach_dual_lora(tiny_model(tokenizer), LoraSettings(r=4, alpha=8, dropout=0.0), with_world_model=dual)
+    args_cls = DualLoRAConfig if cls is DualLoRAGRPOTrainer else __import__("trl").GRPOConfig
+    defaults = dict(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
+        max_completion_length=8, learning_rate=1e-2, report_to=[], use_cpu=True, logging_steps=1,
+        save_strategy="no", loss_type="dapo", beta=0.0, warmup_steps=0,
+    )
+    if cls is DualLoRAGRPOTrainer:
+        defaults.update(wm_grad_probe_every=1)
+    defaults.update(cfg)
+    args = args_cls(**defaults)
+    data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "the rep said"}]] * 8})
+    trainer = cls(model=model, reward_funcs=reward_len, args=args, train_dataset=data, processing_class=tokenizer)
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop; we drive compute_loss directly
+    return trainer
+
+
+def make_inputs(tokenizer, n=4, seed=0, with_wm=True):
+    g = torch.Generator().manual_seed(seed)
+    prompt_ids = torch.randint(5, len(tokenizer), (n, 6), generator=g)
+    completion_ids = torch.randint(5, len(tokenizer), (n, 8), generator=g)
+    inputs = {
+        "prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids),
+        "completion_ids": completion_ids, "completion_mask": torch.ones_like(completion_ids),
+        "advantages": torch.tensor([1.0, -1.0, 0.5, -0.5][:n]),
+        "num_items_in_batch": torch.tensor(float(n * 8)),
+    }
+    if with_wm:
+        inputs[WM_COLUMN] = [[wm_example()] for _ in range(n)]
+    return inputs
+
+
+def snapshot(model, name):
+    return [p.detach().clone() for p in adapter_params(model, name)]
+
+
+def changed(before, model, name):
+    return any(not torch.equal(a, b) for a, b in zip(before, adapter_params(model, name), strict=True))
+
+
+def one_step(trainer, inputs):
+    trainer.model.train()
+    opt = trainer.create_optimizer()
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    trainer.state.global_step += 1
+    return loss
+
+
+@pytest.mark.parametrize("coupling, expect_zero", [("separate", True), ("stacked", False)])
+def test_policy_gradient_from_world_model(tokenizer, tmp_path, coupling, expect_zero):
+    trainer = make_trainer(tokenizer, tmp_path, wm_coupling=coupling, wm_coef=1.0)
+    # Give the policy adapter non-zero B so a stacked path has something to differentiate through.
+    for p in adapter_params(trainer.model, POLICY):
+        torch.nn.init.normal_(p, std=0.1)
+    trainer.model.train()
+    trainer.compute_loss(trainer.model, make_inputs(tokenizer))
+    value = trainer._metrics["train"]["grad_norm/policy_from_wm"][-1]
+    if expect_zero:
+        assert value == 0.0
+    else:
+        assert value > 0.0
+
+
+def test_joint_step_changes_both_adapters(tokenizer, tmp_path):
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_schedule="joint")
+    before_p, before_w = snapshot(trainer.model, POLICY), snapshot(trainer.model, WORLD_MODEL)
+    one_step(trainer, make_inputs(tokenizer))
+    assert changed(before_p, trainer.model, POLICY)
+    assert changed(before_w, trainer.model, WORLD_MODEL)
+    assert trainer._metrics["train"]["losses/wm"] and trainer._metrics["train"]["losses/policy"]
+
+
+def test_alternating_changes_one_adapter_per_step(tokenizer, tmp_path):
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_schedule="alternating")
+    for step in range(4):
+        before_p, before_w = snapshot(trainer.model, POLICY), snapshot(trainer.model, WORLD_MODEL)
+        update_policy, update_wm = trainer.args.schedule.updates(trainer.state.global_step)
+        one_step(trainer, make_inputs(tokenizer, seed=step))
+        assert changed(before_p, trainer.model, POLICY) == update_policy
+        assert changed(before_w, trainer.model, WORLD_MODEL) == update_wm
+        assert update_policy != update_wm
+
+
+def test_lambda_zero_equals_stock_grpo_loss(tokenizer, tmp_path):
+    from trl import GRPOTrainer
+
+    dual = make_trainer(tokenizer, tmp_path / "a", wm_coef=0.0)
+    stock = make_trainer(tokenizer, tmp_path / "b", cls=GRPOTrainer)
+    stock.model.load_state_dict(dual.model.state_dict())
+    dual.model.train()
+    stock.model.train()
+    inputs = make_inputs(tokenizer)
+    loss_dual = dual.compute_loss(dual.model, copy.deepcopy(inputs))
+    inputs.pop(WM_COLUMN)
+    loss_stock = stock.compute_loss(stock.model, inputs)
+    assert torch.equal(loss_dual.detach(), loss_stock.detach())
+
+
+def test_only_policy_active_after_compute_loss(tokenizer, tmp_path):
+    trainer = make_trainer(tokenizer, tmp_path, wm_coupling="stacked", wm_coef=1.0)
+    trainer.model.train()
+    trainer.compute_loss(trainer.model, make_inputs(tokenizer))
+    assert trainer.model.active_adapters == [POLICY]
+    assert all(p.requires_grad for p in adapter_params(trainer.model, WORLD_MODEL))
+    assert all(p.requires_grad for p in adapter_params(trainer.model, POLICY))
+
+
+def test_loss_mask_covers_exactly_the_reply(tokenizer):
+    text, span = wm_example()
+    batch = build_batch(tokenizer, [(text, span)], max_length=512)
+    target_ids = batch.labels[0][batch.labels[0] != IGNORE_INDEX].tolist()
+    assert tokenizer.decode(target_ids) == text[span[0] : span[1]]
+    prefix_ids = batch.input_ids[0][batch.labels[0] == IGNORE_INDEX].tolist()
+    assert tokenizer.decode(prefix_ids) == text[: span[0]]
+    # Truncation drops the oldest prefix tokens, never the reply's start.
+    budget = len(target_ids) + 40
+    assert len(prefix_ids) > 40 and len(target_ids) < 3 * budget // 4
+    short = build_batch(tokenizer, [(text, span)], max_length=budget)
+    kept = short.labels[0][short.labels[0] != IGNORE_INDEX].tolist()
+    assert kept == target_ids and short.input_ids.size(1) == budget
+    assert short.input_ids[0][:40].tolist() == prefix_ids[-40:]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("joint", [(True, True)] * 4), ("alternating", [(False, True), (True, False)] * 2),
+     ("wm_first:2", [(False, True), (False, True), (True, True), (True, True)]),
+     ("hierarchical:3", [(True, True), (True, False), (True, False), (True, True)])],
+)
+def test_schedules(text, expected):
+    schedule = Schedule.parse(text)
+    assert [schedule.updates(s) for s in range(4)] == expected
+
+
+@pytest.mark.parametrize("bad", ["sometimes", "wm_first:0", "hierarchical:", "joint:3"])
+def test_bad_schedule_is_rejected(bad):
+    from lfo_cli.errors import LfoError
+
+    with pytest.raises(LfoError):
+        Schedule.parse(bad)

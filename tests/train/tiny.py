@@ -1,0 +1,49 @@
+"""A tiny random Qwen3 model + a BPE tokenizer trained on the spot: no download, builds in < 1 s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+WORDS = (
+    "the rep said I need your account number and the last 4 of your ssn date of birth zip code pin "
+    "policy number member id card email phone on file thank you your request is done reference code "
+    "please call billing fraud customer service technical support claims loans state task step action "
+    "collected auth previous actions search company make phone call auth info form"
+)
+MARKERS = ["<|state|>", "<|/state|>", "<|action|>", "<|/action|>", "<|tool|>", "<|args|>", "<|/tool|>",
+           "<|predict_csr|>", "<|csr|>", "<|/csr|>"]
+
+
+def tiny_tokenizer():
+    import trl
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator([WORDS, " ".join(MARKERS), '{"phone_number": "800-555-0100"}'] * 5, trainer)
+    from tokenizers import decoders
+
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<|endoftext|>",
+                                   eos_token="<|im_end|>", padding_side="left")
+    fast.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    return fast
+
+
+def tiny_model(tokenizer, seed: int = 0):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
+    )
+    return Qwen3ForCausalLM(config)
