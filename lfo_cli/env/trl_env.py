@@ -1,0 +1,128 @@
+"""The TRL-ready environment: ``GRPOTrainer(environment_factory=make_env_factory(world))``.
+
+TRL 1.16 exposes every public *function* of the environment class as a tool, except ``reset``
+and ``get_reward``. So the class has exactly three public methods besides those two, with type
+hints and Google-style docstrings (TRL builds the JSON schema from them with
+``transformers.utils.get_json_schema``). Everything else is private or a property.
+
+``reset(**row)`` receives the dataset row: it reads ``task_id`` (required) and an optional
+``rollout_seed``; every other column (``prompt``, ...) is ignored. Without a ``rollout_seed``
+column, the rollout seed comes from (factory seed, instance index, resets of this instance), so
+the G generations of a group (G pooled instances) get different reply RNGs, reproducibly.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from lfo_cli.env.episode import MAX_TURNS, Episode, Transition
+from lfo_cli.env.world import WorldData, load_world, sub_seed
+from lfo_cli.errors import LfoError
+
+
+class CustomerServiceEnv:
+    """Customer-service phone environment: find the company, collect credentials once, call reps."""
+
+    def __init__(self, world: WorldData, *, seed: int = 0, instance_index: int = 0, max_turns: int = MAX_TURNS,
+                 progress_shaping: float = 0.0) -> None:
+        self._episode = Episode(world, max_turns=max_turns, progress_shaping=progress_shaping)
+        self._seed = seed
+        self._instance_index = instance_index
+        self._resets = 0
+
+    # ---- TRL protocol ----
+    def reset(self, **kwargs: Any) -> str:
+        task_id = kwargs.get("task_id")
+        if not isinstance(task_id, str):
+            raise LfoError("CustomerServiceEnv.reset needs a 'task_id' column in the dataset row")
+        rollout_seed = kwargs.get("rollout_seed")
+        if isinstance(rollout_seed, bool) or not isinstance(rollout_seed, int):
+            rollout_seed = sub_seed("rollout", self._seed, self._instance_index, self._resets)
+        self._resets += 1
+        return self._episode.reset(task_id, rollout_seed)
+
+    def get_reward(self) -> float:
+        return self._episode.reward()
+
+    # ---- tools (the only public methods) ----
+    def search_company(self, company_name: str) -> str:
+        """Look up a company's customer-service directory: departments, phone numbers and what each handles.
+
+        Args:
+            company_name: The company's name, for example "Acme Bank".
+
+        Returns:
+            The directory, or a not-found message with close matches.
+        """
+        return self._episode.step("search_company", {"company_name": company_name})
+
+    def auth_info_form(self, fields: list[str]) -> str:
+        """Ask the customer for identity fields. Only one form may be submitted per task, so ask for everything at once.
+
+        Args:
+            fields: Field names to request, for example ["account_number", "last_4_ssn", "date_of_birth", "zip_code", "pin", "policy_number", "member_id", "card_last_4", "email", "phone_on_file", "order_number", "security_answer"].
+
+        Returns:
+            The customer's values as JSON, with the fields they do not have listed under "unavailable".
+        """
+        return self._episode.step("auth_info_form", {"fields": fields})
+
+    def make_phone_call(self, phone_number: str, auth_info: dict) -> str:
+        """Call a department and pass identity information (and any reference code from an earlier call) to the representative.
+
+        Args:
+            phone_number: The department's number from the directory, for example "800-555-0100".
+            auth_info: Field name to value, for example {"account_number": "1234567890", "reference_code": "REF-AB12CD"}.
+
+        Returns:
+            What the representative says.
+        """
+        return self._episode.step("make_phone_call", {"phone_number": phone_number, "auth_info": auth_info})
+
+    # ---- read-only views (properties are not tools) ----
+    @property
+    def episode(self) -> Episode:
+        return self._episode
+
+    @property
+    def transitions(self) -> list[Transition]:
+        return self._episode.transitions
+
+    @property
+    def info(self) -> dict:
+        return self._episode.info()
+
+    @property
+    def done(self) -> bool:
+        return self._episode.done
+
+
+class EnvFactory:
+    """Callable that builds :class:`CustomerServiceEnv` instances sharing one loaded world."""
+
+    def __init__(self, world: WorldData, seed: int = 0, **opts: Any) -> None:
+        self.world = world
+        self.seed = seed
+        self.opts = opts
+        self._count = 0
+        self._lock = threading.Lock()
+        self.instances: list[CustomerServiceEnv] = []
+
+    def __call__(self) -> CustomerServiceEnv:
+        with self._lock:
+            index = self._count
+            self._count += 1
+        env = CustomerServiceEnv(self.world, seed=self.seed, instance_index=index, **self.opts)
+        self.instances.append(env)
+        return env
+
+
+def make_env_factory(world_or_data_dir: WorldData | str | Path, seed: int = 0, **opts: Any) -> EnvFactory:
+    """``opts``: ``max_turns`` (16) and ``progress_shaping`` (0.0, i.e. binary reward)."""
+    world = world_or_data_dir if isinstance(world_or_data_dir, WorldData) else load_world(world_or_data_dir)
+    unknown = set(opts) - {"max_turns", "progress_shaping"}
+    if unknown:
+        raise LfoError(f"make_env_factory: unknown option(s) {sorted(unknown)}; use max_turns, progress_shaping")
+    return EnvFactory(world, seed=seed, **opts)
