@@ -105,3 +105,34 @@ def test_cli_bad_recipe_exits_2_with_one_line(tmp_path):
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "bad.yaml" in lines[0]
+
+
+@pytest.mark.parametrize("name", recipes.available_recipes())
+def test_shipped_recipes_resolve(name):
+    merged, _ = recipes.resolve_chain(name)
+    module = recipes.KINDS[merged["kind"]][0].split(":")[0]
+    pytest.importorskip(module)
+    rec = recipes.load_recipe(name)
+    assert rec.resolved["kind"] == merged["kind"]
+    # The resolved mapping is a fixed point: resolving it again gives the same config.
+    again = recipes.recipe_from_mapping(rec.resolved, name=name)
+    assert again.resolved == rec.resolved
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.learnin_rate=1", "did you mean 'learning_rate'"),
+        ("trainer.epsilon_high=abc", "trainer.epsilon_high: expected a number"),
+        ("trainer.wm_coef=1", "use the wm section"),
+        ("trainer.num_generations=3", "divisible by num_generations"),
+        ("data.max_difficulty=9", "max_difficulty <= 5"),
+        ("lora.r=0", "lora.r must be >= 1"),
+        ("wm.coef=-0.5", "wm.coef must be >= 0"),
+        ("wm.schedule=sometimes", "wm.schedule must be"),
+    ],
+)
+def test_grpo_recipe_rejects_bad_values(override, message):
+    with pytest.raises(LfoError) as info:
+        recipes.load_recipe("dual_lora_micro", [override])
+    assert message in str(info.value) and "\n" not in str(info.value)

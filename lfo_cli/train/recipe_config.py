@@ -1,0 +1,128 @@
+"""The `kind: grpo` recipe schema: what `lfo train --recipe dual_lora_micro` resolves into.
+
+Sections mirror the recipe YAML. ``trainer`` holds any `DualLoRAConfig`/`GRPOConfig` field (checked
+against the dataclass, so a typo is one clear error); the world-model knobs live in ``wm`` so a recipe
+reads ``wm.coef: 0.5`` rather than ``trainer.wm_coef``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lfo_cli.errors import LfoError
+from lfo_cli.train.adapters import LoraSettings
+
+
+@dataclass
+class ModelSection:
+    name: str = field(default="micro", metadata={"help": "Registry name (micro, smollm2-135m), local path or hub id."})
+    warmstart: str | None = field(
+        default="warmstart_micro",
+        metadata={"help": "Warm-start recipe whose cached checkpoint is the base (built first if missing); "
+                  "null starts from `name` as is."},
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata={"help": "Base dtype."})
+
+
+@dataclass
+class DataSection:
+    dir: str = field(default="data", metadata={"help": "Directory written by `lfo gen-env`."})
+    min_difficulty: int = field(default=1, metadata={"help": "Lowest task difficulty trained on."})
+    max_difficulty: int = field(default=5, metadata={"help": "Highest task difficulty trained on."})
+    max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many training tasks."})
+
+    def __post_init__(self):
+        if not 1 <= self.min_difficulty <= self.max_difficulty <= 5:
+            raise LfoError(
+                f"data difficulties must satisfy 1 <= min_difficulty <= max_difficulty <= 5, "
+                f"got {self.min_difficulty}..{self.max_difficulty}"
+            )
+        if self.max_tasks is not None and self.max_tasks < 1:
+            raise LfoError(f"data.max_tasks must be >= 1, got {self.max_tasks}")
+
+
+@dataclass
+class WMSection:
+    """World-model knobs; each maps to the `DualLoRAConfig` field ``wm_<name>``."""
+
+    coef: float = 0.5
+    predict: Literal["phone", "phone_form", "all"] = "phone"
+    coupling: Literal["separate", "stacked", "shared"] = "separate"
+    schedule: str = "joint"
+    intrinsic: Literal["none", "surprise"] = "none"
+    intrinsic_coef: float = 0.1
+    learning_rate: float | None = None
+    max_length: int = 512
+    max_examples: int = 64
+    grad_probe_every: int = 10
+
+
+@dataclass
+class EvalSection:
+    every: int = field(default=20, metadata={"help": "Validation success every N optimizer steps (0 = never)."})
+    num_tasks: int = field(default=40, metadata={"help": "Validation tasks per evaluation (same tasks every time)."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature during validation."})
+    save_trajectories_every: int = field(default=50, metadata={"help": "Save sample trajectories every N steps."})
+
+    def __post_init__(self):
+        if self.every < 0 or self.num_tasks < 1 or self.save_trajectories_every < 0:
+            raise LfoError("eval.every and eval.save_trajectories_every must be >= 0 and eval.num_tasks >= 1")
+
+
+@dataclass
+class TrainConfig:
+    seed: int = field(default=0, metadata={"help": "Seeds python, numpy, torch (transformers.set_seed) and the env."})
+    model: ModelSection = field(default_factory=ModelSection)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    wm: WMSection = field(default_factory=WMSection)
+    data: DataSection = field(default_factory=DataSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+    trainer: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "Any DualLoRAConfig / GRPOConfig field (not wm_*: use the wm section)."}
+    )
+
+    def __post_init__(self):
+        from lfo_cli.train.config import DualLoRAConfig
+
+        import typing
+
+        from lfo_cli.recipes import _coerce
+
+        known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
+        hints = typing.get_type_hints(DualLoRAConfig)
+        for key in list(self.trainer):
+            if key.startswith("wm_"):
+                raise LfoError(f"trainer.{key}: set world-model options in the wm section (wm.{key[3:]})")
+            if key in ("output_dir", "seed"):
+                raise LfoError(f"trainer.{key} is set by lfo (use --out / seed)")
+            if key not in known:
+                hint = difflib.get_close_matches(key, sorted(known), n=1)
+                raise LfoError(f"unknown key 'trainer.{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+            self.trainer[key] = _coerce(self.trainer[key], hints.get(key, Any), f"trainer.{key}")
+        if self.seed < 0:
+            raise LfoError(f"seed must be >= 0, got {self.seed}")
+        self.grpo_args("/tmp/lfo-validate", validate_only=True)
+
+    def grpo_args(self, output_dir: str, validate_only: bool = False):
+        """The resolved `DualLoRAConfig` (validates every trainer/wm value through TRL's own checks)."""
+        from lfo_cli.train.config import DualLoRAConfig
+
+        import warnings
+
+        wm = {f"wm_{k}": v for k, v in dataclasses.asdict(self.wm).items()}
+        kwargs = {"report_to": [], **self.trainer, **wm}
+        if validate_only:
+            # Resolving a GPU recipe on a CPU machine must still check it: drop only the checks that
+            # depend on the hardware at hand (mixed precision), which the real run performs.
+            kwargs.update(bf16=False, fp16=False, use_vllm=False)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # transformers' own deprecation notes
+                return DualLoRAConfig(output_dir=str(output_dir), seed=self.seed, **kwargs)
+        except LfoError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise LfoError(f"trainer: {str(exc).splitlines()[0]}") from None
