@@ -124,7 +124,7 @@ def test_shipped_recipes_resolve(name):
     [
         ("trainer.learnin_rate=1", "did you mean 'learning_rate'"),
         ("trainer.epsilon_high=abc", "trainer.epsilon_high: expected a number"),
-        ("trainer.wm_coef=1", "use the wm section"),
+        ("trainer.wm_coef=1", "in the wm section (wm.coef)"),
         ("trainer.num_generations=3", "divisible by num_generations"),
         ("data.max_difficulty=9", "max_difficulty <= 5"),
         ("lora.r=0", "lora.r must be >= 1"),
