@@ -1,0 +1,69 @@
+"""Environment trajectories as multi-turn tool-calling chats (the warm start's SFT data).
+
+A trajectory of the environment's reference policies (``lfo_cli.env.policies.run_episode``) becomes
+exactly the conversation TRL's GRPO tool loop builds during a rollout: system prompt, the task as
+the user turn, then per step an assistant turn with one tool call and a ``tool`` message holding the
+observation string, and a final short assistant reply that ends the episode (in TRL an assistant
+turn without a tool call ends the rollout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from lfo_cli.models import prompts
+
+FINAL_REPLY = "Done."
+
+
+def trajectory_messages(traj: Any, system_prompt: str = prompts.SYSTEM_PROMPT) -> list[dict[str, Any]]:
+    """Chat messages of one ``Trajectory`` (or its dict form)."""
+    d = traj.to_dict() if hasattr(traj, "to_dict") else traj
+    messages = prompts.build_messages(d["prompt"], system_prompt)
+    for tr in d["transitions"]:
+        action = tr["action"] if isinstance(tr, dict) else tr.action
+        observation = tr["observation"] if isinstance(tr, dict) else tr.observation
+        args = action.get("args")
+        messages.append(prompts.tool_call_message(action["tool"], args if isinstance(args, dict) else {}))
+        messages.append(prompts.tool_result_message(action["tool"], observation))
+    messages.append({"role": "assistant", "content": FINAL_REPLY})
+    return messages
+
+
+def collect_trajectories(
+    world: Any,
+    tasks: Iterable[Any],
+    *,
+    policy: str,
+    noise: Any = None,
+    seed: int = 0,
+    rollouts_per_task: int = 1,
+    system_prompt: str = prompts.SYSTEM_PROMPT,
+) -> list[dict[str, Any]]:
+    """Run ``policy`` (with the environment's ``NoiseConfig``) on each task; one dict per rollout
+    with ``messages``, ``transitions`` (dicts), ``task_id``, ``difficulty``, ``policy``, ``reward``
+    and ``info``. Rollout seeds derive from ``seed`` so the data set is reproducible."""
+    from lfo_cli.env.episode import Episode
+    from lfo_cli.env.policies import run_episode
+    from lfo_cli.env.world import sub_seed
+
+    episode = Episode(world)
+    out = []
+    for task in tasks:
+        for r in range(rollouts_per_task):
+            rollout_seed = sub_seed("warmstart", seed, task.task_id, r) % (2**31)
+            traj = run_episode(episode, policy, task, rollout_seed=rollout_seed, noise=noise)
+            d = traj.to_dict()
+            out.append(
+                {
+                    "task_id": task.task_id,
+                    "difficulty": task.difficulty,
+                    "policy": traj.policy,
+                    "reward": traj.reward,
+                    "info": traj.info,
+                    "transitions": d["transitions"],
+                    "messages": trajectory_messages(d, system_prompt),
+                }
+            )
+    return out
