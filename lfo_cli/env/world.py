@@ -632,15 +632,18 @@ def load_world(data_dir: str | Path) -> WorldData:
         companies[c.id] = c
         if held:
             heldout.add(c.id)
+
+    def verify(path: Path) -> None:
+        # After parsing: a parse error names the line; a clean parse of edited or line-truncated data fails here.
+        if sha256_file(path) != manifest["files"][path.name]["sha256"]:
+            raise LfoError(f"{path}: checksum mismatch with {MANIFEST_FILE} (file modified or truncated)")
+
+    verify(d / COMPANIES_FILE)
     tasks: dict[str, list[Task]] = {}
     for split, name in TASK_FILES.items():
         path = d / name
         tasks[split] = [_task_from_row(r, f"{path}:{i}", split, companies) for i, r in enumerate(iter_jsonl(path), 1)]
-    # Checksums last: a parse error names the line; a clean parse of edited/truncated data still fails here.
-    for name in (COMPANIES_FILE, *TASK_FILES.values()):
-        path = d / name
-        if sha256_file(path) != manifest["files"][name]["sha256"]:
-            raise LfoError(f"{path}: checksum mismatch with {MANIFEST_FILE} (file modified or truncated)")
+        verify(path)
     seed = manifest.get("seed")
     world = WorldData(
         companies=companies,

@@ -1,0 +1,293 @@
+"""Episode semantics, reference-policy levels, and the never-raise contract under fuzzing."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lfo_cli.env import FIELDS, MAX_TURNS, TOOLS, Episode, parse_reply, run_episode
+from lfo_cli.env.episode import TOOL_PARAMS
+
+
+def _success_by_difficulty(world, policy, tasks):
+    ep = Episode(world)
+    out = defaultdict(list)
+    for i, t in enumerate(tasks):
+        out[t.difficulty].append(run_episode(ep, policy, t, rollout_seed=i).reward)
+    return {d: sum(v) / len(v) for d, v in sorted(out.items())}, sum(map(sum, out.values())) / len(tasks)
+
+
+def test_reference_policy_levels_on_100_companies(world):
+    tasks = world.all_tasks()  # 700 tasks: train, val and transfer companies
+    oracle, oracle_all = _success_by_difficulty(world, "oracle", tasks)
+    probe, probe_all = _success_by_difficulty(world, "probe", tasks)
+    prior, prior_all = _success_by_difficulty(world, "prior", tasks)
+    rand, rand_all = _success_by_difficulty(world, "random", tasks)
+    assert oracle == {d: 1.0 for d in range(1, 6)}
+    assert probe == {d: 1.0 for d in range(1, 6)}, "the task must be learnable from observations alone"
+    assert rand_all < 0.05
+    assert rand_all < prior_all < oracle_all
+    # the prior is right where companies follow it and wrong where they deviate or the user lacks a field
+    assert prior[1] == 1.0 and prior[3] == 1.0
+    assert prior[2] == 0.0 and prior[4] == 0.0 and prior[5] < 0.5
+
+
+def test_reference_levels_hold_on_other_world_sizes():
+    from lfo_cli.env import generate_world
+
+    for seed, n in ((21, 14), (99, 40)):
+        w = generate_world(num_companies=n, num_train_tasks=100, num_val_tasks=20, heldout_fraction=0.3, seed=seed)
+        tasks = w.all_tasks()
+        assert _success_by_difficulty(w, "oracle", tasks)[1] == 1.0
+        assert _success_by_difficulty(w, "probe", tasks)[1] == 1.0
+        r, p = _success_by_difficulty(w, "random", tasks)[1], _success_by_difficulty(w, "prior", tasks)[1]
+        assert r < 0.05 and r < p < 1.0
+
+
+def test_probe_fits_in_turn_budget_at_every_difficulty(world):
+    ep = Episode(world)
+    for t in world.tasks["train"]:
+        info = run_episode(ep, "probe", t).info
+        assert info["turns"] <= 2 + 2 * len(t.steps) <= MAX_TURNS
+
+
+def _d(world, difficulty, split="val"):
+    return next(t for t in world.tasks[split] if t.difficulty == difficulty)
+
+
+def test_one_form_rule(world):
+    ep = Episode(world)
+    ep.reset(_d(world, 1), 0)
+    first = ep.step("auth_info_form", {"fields": ["account_number", "email"]})
+    assert ep.transitions[-1].category == "form" and "unavailable" in first
+    again = ep.step("auth_info_form", {"fields": ["pin"]})
+    assert ep.transitions[-1].category == "bad_request"
+    assert parse_reply(again).category == "bad_request" and "only one form" in again
+    assert ep.info()["forms_submitted"] == 1
+
+
+def test_form_reports_unavailable_and_invalid_names(world):
+    t = _d(world, 4)
+    ep = Episode(world)
+    ep.reset(t, 0)
+    obs = ep.step("auth_info_form", {"fields": [t.unavailable[0], "Date of Birth", "mothers_maiden_name"]})
+    p = parse_reply(obs)
+    assert p.category == "form" and t.unavailable[0] in p.unavailable
+    assert "date_of_birth" in p.fields and "mothers_maiden_name" in obs
+    # a form naming no known field is a bad request and does not use up the one form
+    ep.reset(t, 1)
+    assert parse_reply(ep.step("auth_info_form", {"fields": ["password"]})).category == "bad_request"
+    assert ep.step("auth_info_form", {"fields": ["email"]}).startswith("{")
+
+
+def test_turn_limit(world):
+    ep = Episode(world)
+    ep.reset(_d(world, 1), 0)
+    for _ in range(MAX_TURNS):
+        assert not ep.done
+        ep.step("search_company", {"company_name": "Nobody Inc"})
+    assert ep.done and ep.reward() == 0.0
+    obs = ep.step("search_company", {"company_name": "Nobody Inc"})
+    assert parse_reply(obs).category == "bad_request" and "turn limit" in obs
+    assert len(ep.transitions) == MAX_TURNS and ep.info()["calls_after_done"] == 1
+
+
+def test_chain_rules_order_references_and_probing(world):
+    t = _d(world, 3)
+    company = world.companies[t.company_id]
+    first, second = (company.department(s.department) for s in t.steps)
+    ep = Episode(world)
+    ep.reset(t, 0)
+    # probing the second department names its fields AND the reference it will need from the first
+    p = parse_reply(ep.step("make_phone_call", {"phone_number": second.phone, "auth_info": {}}))
+    assert p.category == "auth_failure" and set(second.requires) | {"reference_code"} == p.fields
+    assert p.departments == (first.name,)
+    values = dict(t.user_values)
+    ep.step("auth_info_form", {"fields": list(FIELDS)})
+    # calling the second department first, fully verified, is an order violation pointing to the first
+    p = parse_reply(ep.step("make_phone_call", {"phone_number": second.phone, "auth_info": values}))
+    assert (p.category, p.detail, p.departments, p.phones) == ("routing_violation", "out_of_order", (first.name,),
+                                                               (first.phone,))
+    s = parse_reply(ep.step("make_phone_call", {"phone_number": first.phone, "auth_info": values}))
+    assert s.category == "success" and not ep.done
+    # without (or with a wrong) reference code the second step fails, naming the reference
+    p = parse_reply(ep.step("make_phone_call", {"phone_number": second.phone, "auth_info": {**values, "reference_code": "REF-WRONG1"}}))
+    assert p.category == "auth_failure" and p.fields == {"reference_code"}
+    # repeating the first step is "already done" and points on to the second
+    p = parse_reply(ep.step("make_phone_call", {"phone_number": first.phone, "auth_info": values}))
+    assert (p.detail, p.departments) == ("already_done", (second.name,))
+    ok = parse_reply(ep.step("make_phone_call", {"phone_number": second.phone.replace("-", " "),
+                                                 "auth_info": {**values, "Reference": s.reference_codes[0].lower()}}))
+    assert ok.category == "success" and ep.done and ep.reward() == 1.0
+    info = ep.info()
+    assert info["success"] and not info["department_order_correct"] and info["order_violations"] == 1
+    assert not info["auth_before_first_call"] and info["forms_submitted"] == 1
+
+
+def test_alternative_route_and_unavailable_markers(world):
+    t = _d(world, 4)
+    dept = world.companies[t.company_id].department(t.steps[0].department)
+    lacking = next(f for f in dept.requires if f not in t.user_values)
+    ep = Episode(world)
+    ep.reset(t, 0)
+    p = parse_reply(ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {}}))
+    assert p.fields == set(dept.requires) and p.alternatives == set(dept.alternatives[lacking]) - set(dept.requires) \
+        or set(dept.alternatives[lacking]) <= p.alternatives
+    base = {f: t.user_values[f] for f in dept.requires if f in t.user_values}
+    p = parse_reply(ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {**base, lacking: None}}))
+    assert p.category == "auth_failure" and lacking in p.fields
+    alt = {f: t.user_values[f] for f in dept.alternatives[lacking]}
+    ok = ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {**base, **alt, lacking: "unavailable"}})
+    assert parse_reply(ok).category == "success" and ep.reward() == 1.0
+
+
+def test_wrong_values_and_other_company(world):
+    t = _d(world, 1)
+    dept = world.companies[t.company_id].department(t.steps[0].department)
+    ep = Episode(world)
+    ep.reset(t, 0)
+    wrong = {f: "0000" for f in dept.requires}
+    assert parse_reply(ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": wrong})).fields == set(dept.requires)
+    other = next(c for c in world.companies.values() if c.id != t.company_id)
+    p = parse_reply(ep.step("make_phone_call", {"phone_number": other.departments[0].phone, "auth_info": {}}))
+    assert (p.category, p.detail) == ("routing_violation", "wrong_company")
+    assert parse_reply(ep.step("make_phone_call", {"phone_number": "+1 (999) 555-0000", "auth_info": {}})).category == "unknown_number"
+
+
+def test_search(world):
+    t = _d(world, 1)
+    ep = Episode(world)
+    ep.reset(t, 0)
+    obs = ep.step("search_company", {"company_name": "  " + t.company_name.upper() + "!"})
+    p = parse_reply(obs)
+    company = world.companies[t.company_id]
+    assert p.category == "directory" and p.departments == tuple(d.name for d in company.departments)
+    for d in company.departments:
+        for f in d.requires:
+            assert f not in obs  # the directory never shows requirements
+    miss = ep.step("search_company", {"company_name": t.company_name[:-2]})
+    assert parse_reply(miss).category == "not_found" and t.company_name in miss
+
+
+def test_replies_reproducible_per_rollout_seed_and_varied_across(world):
+    t = _d(world, 5)
+
+    def texts(rs):
+        return [x.observation for x in run_episode(Episode(world), "probe", t, rollout_seed=rs).transitions]
+
+    assert texts(4) == texts(4)
+    assert len({tuple(texts(rs)) for rs in range(8)}) > 4
+
+
+def test_progress_shaping_is_off_by_default(world):
+    t = _d(world, 5)
+    ep = Episode(world)
+    tr = run_episode(ep, "prior", t)
+    if not tr.info["success"]:
+        assert tr.reward == 0.0
+    shaped = Episode(world, progress_shaping=0.5)
+    shaped.reset(t, 0)
+    assert shaped.reward() == 0.0
+
+
+# ------------------------------------------------------------------ fuzzing: 10,000 calls
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30),
+    st.sampled_from(["a", "9", "\x00", "\u00e9", "-"]).map(lambda c: c * 20_000),  # huge strings (cheap to draw)
+    st.sampled_from(["800-555-0100", "reference_code", "account_number", "", "Acme Bank", "\x00\ud7ff"]),
+)
+_garbage = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.one_of(st.text(max_size=10), st.sampled_from(FIELDS)), inner, max_size=4), max_leaves=6)
+
+
+def _args(world_phones, world_names):
+    valid_like = st.one_of(
+        st.fixed_dictionaries({"company_name": st.one_of(st.sampled_from(world_names), _garbage)}),
+        st.fixed_dictionaries({"fields": st.one_of(st.lists(st.sampled_from(FIELDS + ("pw",)), max_size=5), _garbage)}),
+        st.fixed_dictionaries({
+            "phone_number": st.one_of(st.sampled_from(world_phones), st.text(max_size=14), _garbage),
+            "auth_info": st.one_of(st.dictionaries(st.sampled_from(FIELDS + ("reference_code",)),
+                                                   st.one_of(st.text(max_size=12), st.integers(), st.none()), max_size=5),
+                                   _garbage)}),
+    )
+    missing_or_extra = st.dictionaries(st.sampled_from(["company_name", "fields", "phone_number", "auth_info", "x"]),
+                                       _garbage, max_size=3)
+    return st.one_of(valid_like, missing_or_extra, _garbage)
+
+
+def _is_valid_shape(tool, args) -> bool:
+    if not isinstance(tool, str) or tool not in TOOL_PARAMS or not isinstance(args, dict) or set(args) != set(TOOL_PARAMS[tool]):
+        return False
+    if tool == "search_company":
+        return isinstance(args["company_name"], str) and 0 < len(args["company_name"].strip()) <= 200
+    if tool == "auth_info_form":
+        f = args["fields"]
+        return isinstance(f, list) and 0 < len(f) <= 32 and all(isinstance(x, str) and len(x) <= 64 for x in f)
+    a = args["auth_info"]
+    return isinstance(args["phone_number"], str) and len(args["phone_number"]) <= 64 and isinstance(a, dict) and all(
+        isinstance(k, str) and (v is None or (isinstance(v, str) and len(v) <= 200) or (isinstance(v, int) and not isinstance(v, bool)))
+        for k, v in a.items())
+
+
+CALLS_PER_EXAMPLE = 10
+EXAMPLES = 1000  # 1,000 x 10 = 10,000 tool calls
+
+
+def test_fuzz_ten_thousand_calls_never_raise(world):
+    phones = sorted(d.phone for c in world.companies.values() for d in c.departments)[:50]
+    names = sorted(c.name for c in world.companies.values())[:20]
+    tools = st.one_of(st.sampled_from(TOOLS), st.sampled_from(TOOLS), _garbage)
+    calls = st.lists(st.tuples(tools, _args(phones, names)), min_size=CALLS_PER_EXAMPLE, max_size=CALLS_PER_EXAMPLE)
+    tasks = world.tasks["val"]
+    counter = {"calls": 0, "invalid": 0}
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
+    @given(calls=calls, task_index=st.integers(0, len(tasks) - 1), max_turns=st.sampled_from([16, 40]))
+    def run(calls, task_index, max_turns):
+        ep = Episode(world, max_turns=max_turns)
+        ep.reset(tasks[task_index], task_index)
+        for tool, args in calls:
+            was_done = ep.done
+            obs = ep.step(tool, args)
+            counter["calls"] += 1
+            assert isinstance(obs, str) and obs
+            if was_done or not _is_valid_shape(tool, args):
+                counter["invalid"] += 1
+                assert parse_reply(obs).category == "bad_request", (tool, args, obs)
+                if not was_done:
+                    assert ep.transitions[-1].category == "bad_request"
+            else:
+                assert ep.transitions[-1].category in {"directory", "not_found", "form", "auth_failure", "success",
+                                                       "routing_violation", "unknown_number", "bad_request"}
+                assert parse_reply(obs).category == ep.transitions[-1].category
+        assert ep.info()["internal_errors"] == 0
+        assert len(ep.transitions) <= max_turns
+
+    run()
+    assert counter["calls"] == EXAMPLES * CALLS_PER_EXAMPLE
+    assert counter["invalid"] > 1000
+
+
+def test_step_before_reset_and_odd_objects(world):
+    ep = Episode(world)
+    assert parse_reply(ep.step("search_company", {"company_name": "x"})).category == "bad_request"
+
+    class Evil:
+        def __repr__(self):
+            raise RuntimeError("no")
+
+        def __eq__(self, other):
+            raise RuntimeError("no")
+
+        __hash__ = object.__hash__
+
+    ep.reset(world.tasks["val"][0], 0)
+    for tool, args in [(Evil(), {}), ("search_company", Evil()), ("search_company", {Evil(): 1}),
+                       ("make_phone_call", {"phone_number": "800", "auth_info": {"pin": Evil()}}),
+                       ("auth_info_form", {"fields": (x for x in "abc")})]:
+        assert parse_reply(ep.step(tool, args)).category == "bad_request"
+    assert ep.info()["invalid_tool_calls"] == 5
