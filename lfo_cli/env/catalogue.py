@@ -30,6 +30,11 @@ FIELDS: tuple[str, ...] = (
 FIELD_SET = frozenset(FIELDS)
 FIELD_ORDER = {f: i for i, f in enumerate(FIELDS)}
 
+# The customer answers ONE form of at most this many fields. With 12 fields in the universe this
+# rules out "ask for everything": an agent has to know (or find out) what the departments need.
+# The generator guarantees every task's needs fit (the oracle's form never exceeds it).
+MAX_FORM_FIELDS = 6
+
 # The key under which a caller passes a reference code obtained from an earlier department.
 REFERENCE_KEY = "reference_code"
 

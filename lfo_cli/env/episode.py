@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lfo_cli.env.catalogue import FIELD_SET, REFERENCE_KEY, sort_fields
+from lfo_cli.env.catalogue import FIELD_SET, MAX_FORM_FIELDS, REFERENCE_KEY, sort_fields
 from lfo_cli.env.replies import ReplyWriter
 from lfo_cli.env.world import Company, Department, Task, WorldData, normalize_name, normalize_phone, sub_seed
 
@@ -353,6 +353,9 @@ class Episode:
                 invalid.append(raw)
         if not wanted:
             raise _Invalid(f"none of the requested fields is a known field name ({_short(fields, 80)})")
+        if len(wanted) > MAX_FORM_FIELDS:
+            raise _Invalid(f"the customer answers at most {MAX_FORM_FIELDS} fields in the one form "
+                           f"({len(wanted)} requested); ask only for what the departments need")
         out: dict[str, Any] = {}
         unavailable = []
         for f in sort_fields(wanted):

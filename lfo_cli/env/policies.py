@@ -175,7 +175,7 @@ class _FeedbackPolicy(Policy):
         fields = yield from self._form_fields(depts, industry, phones)
         if not fields:
             return
-        values = _form_values((yield Action("auth_info_form", {"fields": cat.sort_fields(fields)})))
+        values = _form_values((yield Action("auth_info_form", {"fields": list(fields)})))
         queue = list(depts)
         ref = None
         failures = 0
@@ -198,16 +198,25 @@ class _FeedbackPolicy(Policy):
                 return
 
 
+def _fill(required: list[str], optional: list[str]) -> list[str]:
+    """Required fields first, then optional ones while the form has room (MAX_FORM_FIELDS)."""
+    out: list[str] = []
+    for f in (*required, *optional):
+        if f not in out and len(out) < cat.MAX_FORM_FIELDS:
+            out.append(f)
+    return out
+
+
 class PriorPolicy(_FeedbackPolicy):
     name = "prior"
 
     def _form_fields(self, depts, industry, phones):
-        fields = set()
+        fields: list[str] = []
         for d in depts:
             spec = cat.DEPARTMENT_SPECS.get((industry, d))
             if spec is not None:
-                fields.update(spec.requires)
-        return fields
+                fields += spec.requires
+        return _fill(fields, [])
         yield  # a generator that asks nothing
 
 
@@ -215,12 +224,15 @@ class ProbePolicy(_FeedbackPolicy):
     name = "probe"
 
     def _form_fields(self, depts, industry, phones):
-        fields: set[str] = set()
+        required: list[str] = []
+        alternatives: list[str] = []
         for d in depts:
             p = parse_reply((yield Action("make_phone_call", {"phone_number": phones[d], "auth_info": {}})))
             if p.category == "auth_failure":
-                fields |= (p.fields | p.alternatives) - {cat.REFERENCE_KEY}
-        return fields
+                required += cat.sort_fields(p.fields - {cat.REFERENCE_KEY})
+                alternatives += cat.sort_fields(p.alternatives)
+        # alternatives only matter when the user lacks a field; they get the room that is left
+        return _fill(required, alternatives)
 
 
 class RandomPolicy(Policy):

@@ -59,7 +59,7 @@ class CustomerServiceEnv:
         return self._episode.step("search_company", {"company_name": company_name})
 
     def auth_info_form(self, fields: list[str]) -> str:
-        """Ask the customer for identity fields. Only one form may be submitted per task, so ask for everything at once.
+        """Ask the customer for identity fields. The customer answers only one form per task, of at most 6 fields, so ask for exactly what the departments need.
 
         Args:
             fields: Field names to request, for example ["account_number", "last_4_ssn", "date_of_birth", "zip_code", "pin", "policy_number", "member_id", "card_last_4", "email", "phone_on_file", "order_number", "security_answer"].

@@ -347,6 +347,19 @@ def _goal(rng: random.Random, company: str, services: list[str]) -> str:
     return text + "."
 
 
+def _fitting_chain(rng: random.Random, draw) -> list[Department]:
+    """Redraw a chain until the union of its requirements fits in one form (MAX_FORM_FIELDS)."""
+    best = None
+    for _ in range(200):
+        chain = draw()
+        n = len({f for d in chain for f in d.requires})
+        if n <= cat.MAX_FORM_FIELDS:
+            return chain
+        if best is None or n < best[0]:
+            best = (n, chain)
+    return best[1]  # pragma: no cover - the catalogue makes this unreachable (tests check the bound)
+
+
 def _make_task(rng: random.Random, task_id: str, split: str, company: Company, difficulty: int) -> Task:
     depts = list(company.departments)
     standard = [d for d in depts if not d.exception]
@@ -357,14 +370,18 @@ def _make_task(rng: random.Random, task_id: str, split: str, company: Company, d
     elif difficulty == 2:
         chain = [rng.choice(exceptions)]
     elif difficulty == 3:
-        chain = rng.sample(standard, 2)
+        chain = _fitting_chain(rng, lambda: rng.sample(standard, 2))
     elif difficulty == 4:
         chain = [rng.choice([d for d in standard if d.alternatives])]
         missing_field = rng.choice(sorted(chain[0].alternatives))
     elif difficulty == 5:
-        e = rng.choice(exceptions)
-        chain = [e, *rng.sample([d for d in depts if d is not e], 2)]
-        rng.shuffle(chain)
+        def draw() -> list[Department]:
+            e = rng.choice(exceptions)
+            c = [e, *rng.sample([d for d in depts if d is not e], 2)]
+            rng.shuffle(c)
+            return c
+
+        chain = _fitting_chain(rng, draw)
     else:  # pragma: no cover - guarded by callers
         raise ValueError(difficulty)
     specs = {name: s for (ind, name), s in cat.DEPARTMENT_SPECS.items() if ind == company.industry}

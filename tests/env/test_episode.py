@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -106,7 +105,7 @@ def test_chain_rules_order_references_and_probing(world):
     assert p.category == "auth_failure" and set(second.requires) | {"reference_code"} == p.fields
     assert p.departments == (first.name,)
     values = dict(t.user_values)
-    ep.step("auth_info_form", {"fields": list(FIELDS)})
+    assert ep.step("auth_info_form", {"fields": sorted(set(first.requires) | set(second.requires))}).startswith("{")
     # calling the second department first, fully verified, is an order violation pointing to the first
     p = parse_reply(ep.step("make_phone_call", {"phone_number": second.phone, "auth_info": values}))
     assert (p.category, p.detail, p.departments, p.phones) == ("routing_violation", "out_of_order", (first.name,),
@@ -291,3 +290,17 @@ def test_step_before_reset_and_odd_objects(world):
                        ("auth_info_form", {"fields": (x for x in "abc")})]:
         assert parse_reply(ep.step(tool, args)).category == "bad_request"
     assert ep.info()["invalid_tool_calls"] == 5
+
+
+def test_form_cap_rules_out_asking_for_everything(world):
+    from lfo_cli.env.catalogue import MAX_FORM_FIELDS
+
+    ep = Episode(world)
+    ep.reset(_d(world, 1), 0)
+    obs = ep.step("auth_info_form", {"fields": list(FIELDS)})
+    assert parse_reply(obs).category == "bad_request" and f"at most {MAX_FORM_FIELDS}" in obs
+    assert ep.info()["forms_submitted"] == 0  # a rejected form does not use up the one form
+    # ... and every task is solvable within the cap (the oracle's form is what it needs)
+    for t in world.all_tasks():
+        form = run_episode(ep, "oracle", t).transitions[1]
+        assert form.category == "form" and len(form.action["args"]["fields"]) <= MAX_FORM_FIELDS

@@ -139,7 +139,7 @@ def _observations_by_category(world, n_calls: int = 200):
     while min(len(v) for v in seen.values()) < n_calls:
         ep.reset(task, rollout_seed=rs)
         rs += 1
-        ep.step("auth_info_form", {"fields": list(FIELDS)})
+        ep.step("auth_info_form", {"fields": sorted({f for d in (first, second) for f in d.requires})})
         values = dict(task.user_values)
         calls = [
             (first.phone, {}),  # auth_failure
