@@ -89,6 +89,16 @@ class WMILConfig:
         self.reward_weights = tuple(float(w) for w in self.reward_weights)
         if self.wm_target not in ("raw", "embedding"):
             raise LfoError(f"wm-target must be 'raw' or 'embedding' (got {self.wm_target!r})")
+        if not 16 <= self.hidden_dim <= 1024 or not 1 <= self.num_layers <= 12:
+            raise LfoError(f"hidden-dim must be in 16..1024 and num-layers in 1..12 (got {self.hidden_dim}, {self.num_layers})")
+        if self.num_heads < 1 or self.hidden_dim % self.num_heads:
+            raise LfoError(f"hidden-dim {self.hidden_dim} must be divisible by num-heads {self.num_heads}")
+        if self.context_window < 0:
+            raise LfoError("context-window must be >= 0 (0 = whole episode, 1 = reactive)")
+        if self.level is not None and self.level < 0:
+            raise LfoError(f"level must be >= 0 (got {self.level})")
+        if not 0 < self.mastery_threshold <= 1 or self.curriculum_window < 1:
+            raise LfoError("mastery-threshold must be in (0, 1] and curriculum-window >= 1")
         if self.eval_episodes < 1 or self.threads < 0:
             raise LfoError("eval-episodes must be >= 1 and threads >= 0")
 

@@ -39,7 +39,9 @@ def evaluate_level(model: BabyModel | None, task: Task, level: int, episodes: in
 def evaluate_model(model: BabyModel | None, task: Task, episodes: int = 1024, seed: int = 0) -> dict:
     """Per-level sampled and greedy success; ``overall`` = sampled policy at the hardest level."""
     per_level = [evaluate_level(model, task, lv, episodes, seed) for lv in range(task.num_levels)]
-    greedy = [evaluate_level(model, task, lv, episodes, seed, greedy=True)["success"] for lv in range(task.num_levels)]
+    # greedy = argmax action; undefined for the uniform random policy
+    greedy = [evaluate_level(model, task, lv, episodes, seed, greedy=True)["success"] if model is not None else None
+              for lv in range(task.num_levels)]
     for row, g in zip(per_level, greedy, strict=True):
         row["success_greedy"] = g
     return {"overall": dict(per_level[-1]), "per_level": per_level, "policy": "random" if model is None else "model"}
@@ -101,3 +103,36 @@ def write_eval_outputs(result: dict, out_dir: Path, stem: str = "eval") -> None:
     fig.tight_layout()
     fig.savefig(out_dir / f"{stem}.png", dpi=110)
     plt.close(fig)
+
+
+def run_eval(run_dir: Path, episodes: int = 1024, seed: int = 0, show: bool = True) -> dict:
+    """`lfo wmil eval`: the trained model vs the random policy at every level; eval_report.{json,csv,png}."""
+    from lfo_cli.errors import LfoError
+    from lfo_cli.io import atomic_write_json
+    from lfo_cli.wmil.trainer import load_model_from_run
+
+    if episodes < 1:
+        raise LfoError("--episodes must be >= 1")
+    run_dir = Path(run_dir)
+    cfg, model, task = load_model_from_run(run_dir)
+    result = {"task": cfg.task, "run_dir": str(run_dir), "episodes": episodes, "seed": seed,
+              "policies": {"model": evaluate_model(model, task, episodes, seed),
+                           "random": evaluate_model(None, task, episodes, seed)}}
+    atomic_write_json(run_dir / "eval_report.json", result)
+    write_eval_outputs(result, run_dir, stem="eval_report")
+    if show:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"{cfg.task} ({run_dir})")
+        for col in ("policy", "level", "success", "greedy", "WM MSE", "entropy"):
+            table.add_column(col, justify="right")
+        for policy, res in result["policies"].items():
+            for row in res["per_level"]:
+                wm = f"{row['wm_mse']:.4f}" if "wm_mse" in row else "-"
+                greedy = "-" if row["success_greedy"] is None else f"{row['success_greedy']:.3f}"
+                table.add_row(policy, str(row["level"]), f"{row['success']:.3f}", greedy, wm,
+                              f"{row['entropy']:.3f}")
+        Console().print(table)
+        print(f"wrote {run_dir / 'eval_report.json'}, eval_report.csv, eval_report.png")
+    return result
