@@ -440,11 +440,7 @@ def _not_found(world: WorldData, raw: str, key: str) -> str:
     cache = world.__dict__.setdefault("_not_found_cache", {})
     matches = cache.get(key)
     if matches is None:
-        names = world.__dict__.get("_name_keys")
-        if names is None:
-            names = world.__dict__["_name_keys"] = list(world.name_index)
-        close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
-        matches = [world.name_index[k].name for k in close]
+        matches = [world.name_index[k].name for k in _close_names(world, key)]
         if len(cache) < 10000:
             cache[key] = matches
     shown = raw.strip().replace('"', "'")
@@ -453,3 +449,23 @@ def _not_found(world: WorldData, raw: str, key: str) -> str:
     if matches:
         text += " Did you mean: " + ", ".join(matches) + "?"
     return text
+
+
+def _close_names(world: WorldData, key: str, n: int = 3) -> list[str]:
+    """Up to ``n`` normalised names close to ``key``: names sharing a word, ranked by shared words then
+    string similarity; if none shares a word (a typo), difflib over all names."""
+    index = world.__dict__.get("_token_index")
+    if index is None:
+        index = {}
+        for name in world.name_index:
+            for tok in set(name.split()):
+                index.setdefault(tok, []).append(name)
+        world.__dict__["_token_index"] = index
+    shared: dict[str, int] = {}
+    for tok in set(key.split()):
+        for name in index.get(tok, ()):
+            shared[name] = shared.get(name, 0) + 1
+    if not shared:
+        return difflib.get_close_matches(key, list(world.name_index), n=n, cutoff=0.75)
+    top = sorted(shared, key=lambda k: (-shared[k], k))[:100]
+    return sorted(top, key=lambda k: (-shared[k], -difflib.SequenceMatcher(None, key, k).ratio(), k))[:n]

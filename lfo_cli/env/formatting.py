@@ -30,7 +30,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from lfo_cli.env.episode import StateSummary, Transition
+from lfo_cli.env.catalogue import sort_fields
+from lfo_cli.env.episode import TOOL_PARAMS, StateSummary, Transition
 
 CSR_OPEN, CSR_CLOSE = "<|csr|>", "<|/csr|>"
 PREDICT_MARKER = "<|predict_csr|>"
@@ -42,8 +43,26 @@ def _state_fields(state: StateSummary | Mapping) -> tuple[str, int, list[str], d
     return state["task"], int(state["step"]), list(state["previous"]), dict(state["collected_auth"])
 
 
+def _canon(obj: Any) -> Any:
+    """Dicts in canonical field order (so text is identical whether a transition comes from memory or
+    from sorted-key JSONL)."""
+    if isinstance(obj, Mapping):
+        return {k: _canon(obj[k]) for k in sort_fields(obj)}
+    if isinstance(obj, list | tuple):
+        return [_canon(v) for v in obj]
+    return obj
+
+
+def _canon_args(tool: str, args: Any) -> Any:
+    params = TOOL_PARAMS.get(tool) if isinstance(tool, str) else None
+    if params and isinstance(args, Mapping) and set(args) == set(params):
+        return {p: _canon(args[p]) for p in params}
+    return _canon(args)
+
+
 def format_state(state: StateSummary | Mapping) -> str:
     task, step, previous, collected = _state_fields(state)
+    collected = _canon(collected)
     prev = "\n".join(f"- {p}" for p in previous) if previous else "- (none)"
     return (
         "<|state|>\n"
@@ -59,7 +78,7 @@ def format_state(state: StateSummary | Mapping) -> str:
 def format_action(action: Mapping[str, Any]) -> str:
     return (
         "<|action|>\n"
-        f"<|tool|>{action['tool']}<|args|>{json.dumps(action['args'], ensure_ascii=False)}<|/tool|>\n"
+        f"<|tool|>{action['tool']}<|args|>{json.dumps(_canon_args(action['tool'], action['args']), ensure_ascii=False)}<|/tool|>\n"
         "<|/action|>"
     )
 

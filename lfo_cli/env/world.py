@@ -216,6 +216,11 @@ class WorldConfig:
         if not 0.0 < self.exception_rate < 1.0:
             raise LfoError(f"--exception-rate must be in (0, 1), got {self.exception_rate}")
         n_held = _heldout_count(self.num_companies, self.heldout_fraction)
+        if self.heldout_fraction > 0 and n_held == 0:
+            raise LfoError(
+                f"--heldout-fraction {self.heldout_fraction} holds out no company out of {self.num_companies} "
+                "(need at least 2 companies): add companies or use --heldout-fraction 0"
+            )
         if self.num_transfer_tasks > 0 and n_held == 0:
             raise LfoError(
                 "--num-transfer-tasks > 0 needs held-out companies: raise --heldout-fraction "

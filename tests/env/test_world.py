@@ -150,7 +150,8 @@ def test_bad_manifest_and_missing_dir(tmp_path, small_world):
         (dict(heldout_fraction=1.0), "heldout-fraction"),
         (dict(heldout_fraction=-0.1), "heldout-fraction"),
         (dict(exception_rate=0.0), "exception-rate"),
-        (dict(num_companies=1, heldout_fraction=0.5, num_transfer_tasks=5), "held-out"),
+        (dict(num_companies=1, heldout_fraction=0.5, num_transfer_tasks=5), "holds out no company"),
+        (dict(heldout_fraction=0.0, num_transfer_tasks=5), "held-out"),
     ],
 )
 def test_invalid_configs_raise(kw, msg):

@@ -1,0 +1,74 @@
+"""Reference policies: honesty (no hidden knowledge), noise injection, trajectory JSONL."""
+
+from __future__ import annotations
+
+import pytest
+
+from lfo_cli.env import (
+    Episode,
+    NoiseConfig,
+    PublicTask,
+    make_policy,
+    read_trajectories_jsonl,
+    run_episode,
+    world_model_example,
+    write_trajectories_jsonl,
+)
+from lfo_cli.env.policies import departments_for_goal
+from lfo_cli.errors import LfoError
+
+
+def test_non_oracle_policies_see_only_the_public_task(world):
+    task = world.tasks["val"][0]
+    for name in ("probe", "prior", "random"):
+        policy = make_policy(name, world)
+        run_episode(Episode(world), policy, task)
+        assert isinstance(policy.task, PublicTask) and not hasattr(policy.task, "steps")
+    oracle = make_policy("oracle", world)
+    run_episode(Episode(world), oracle, task)
+    assert oracle.task is task
+
+
+def test_goal_routing_matches_the_hidden_chain(world):
+    for t in world.all_tasks():
+        assert departments_for_goal(t.goal, t.industry) == [s.department for s in t.steps]
+
+
+def test_noise_degrades_gracefully_and_is_reproducible(world):
+    tasks = world.tasks["val"]
+    ep = Episode(world)
+    clean = sum(run_episode(ep, "probe", t, i).reward for i, t in enumerate(tasks)) / len(tasks)
+    noise = NoiseConfig(epsilon=0.15, field_dropout=0.1)
+    noisy = [run_episode(ep, make_policy("probe", world, noise), t, i) for i, t in enumerate(tasks)]
+    rate = sum(tr.reward for tr in noisy) / len(tasks)
+    assert clean == 1.0 and 0.2 < rate < 1.0
+    again = [run_episode(ep, make_policy("probe", world, noise), t, i) for i, t in enumerate(tasks)]
+    assert [t.to_dict() for t in noisy] == [t.to_dict() for t in again]
+    assert noisy[0].policy == "probe+noise"
+    with pytest.raises(LfoError):
+        NoiseConfig(epsilon=1.5)
+    with pytest.raises(LfoError, match="unknown policy"):
+        make_policy("greedy", world)
+
+
+def test_trajectory_jsonl_roundtrip(world, tmp_path):
+    ep = Episode(world)
+    trajs = [run_episode(ep, p, t, i) for i, t in enumerate(world.tasks["val"][:10]) for p in ("oracle", "random")]
+    path = write_trajectories_jsonl(tmp_path / "traj.jsonl", trajs)
+    back = read_trajectories_jsonl(path)
+    assert [t.to_dict() for t in back] == [t.to_dict() for t in trajs]
+    for a, b in zip(trajs, back, strict=True):
+        for x, y in zip(a.transitions, b.transitions, strict=True):
+            assert world_model_example(x) == world_model_example(y)
+    path.write_text(path.read_text() + '{"task_id": 1}\n')
+    with pytest.raises(LfoError, match="traj.jsonl:21"):
+        read_trajectories_jsonl(path)
+
+
+def test_random_policy_is_plausible_but_hopeless(world):
+    ep = Episode(world)
+    trajs = [run_episode(ep, "random", t, i) for i, t in enumerate(world.tasks["train"][:100])]
+    assert all(tr.info["turns"] == 16 for tr in trajs)
+    cats = {c for tr in trajs for t in tr.transitions for c in [t.category]}
+    assert {"directory", "form", "auth_failure", "routing_violation", "unknown_number", "bad_request"} <= cats
+    assert sum(tr.reward for tr in trajs) / len(trajs) < 0.05
