@@ -164,3 +164,14 @@ def test_tiny_and_no_heldout_worlds_work():
     w = generate_world(num_companies=1, num_train_tasks=10, num_val_tasks=5, heldout_fraction=0.0, seed=4)
     assert not w.tasks["transfer"] and not w.heldout_company_ids
     assert {t.difficulty for t in w.tasks["train"]} == {1, 2, 3, 4, 5}
+
+
+def test_committed_default_world_is_in_sync_with_the_generator(tmp_path):
+    """data/ is what `lfo gen-env ... --seed 0` writes today (regenerate it when the generator changes)."""
+    repo_data = Path(__file__).resolve().parents[2] / "data"
+    if not (repo_data / "manifest.json").exists():
+        pytest.skip("no committed data/ in this checkout")
+    world = load_world(repo_data)
+    assert len(world.companies) == 100 and [len(world.tasks[s]) for s in ("train", "val", "transfer")] == [500, 100, 100]
+    write_world(generate_world(100, 500, 100, 0.5, 0), tmp_path)
+    assert _digest(tmp_path) == _digest(repo_data)
