@@ -218,7 +218,7 @@ class Trainer:
                 for k, v in (("losses/policy", pg_loss), ("losses/value", v_loss), ("losses/entropy", entropy),
                              ("losses/world_model", wm_loss), ("losses/kl_parent", kl), ("losses/total", loss),
                              ("losses/approx_kl", approx_kl), ("losses/clipfrac", clipfrac), ("charts/grad_norm", gn)):
-                    stats[k].append(float(v))
+                    stats[k].append(float(v.detach()) if isinstance(v, torch.Tensor) else float(v))
         out = {k: sum(v) / len(v) for k, v in stats.items()}
         out.update({"reward/pred": r_pred.mean().item(), "reward/cons": r_cons.mean().item(),
                     "reward/total": reward.sum(1).mean().item()})
