@@ -1,0 +1,1 @@
+"""Evaluation: statistics (stats.py) and checkpoint evaluation commands."""
