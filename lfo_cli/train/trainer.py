@@ -60,6 +60,14 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose model is a PeftModel with `policy` and `world_model` adapters."""
 
     def __init__(self, *args, wm_examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None, **kwargs):
+        from lfo_cli.errors import LfoError
+
+        cfg = kwargs.get("args")
+        # Not built yet (issue #5): refuse instead of silently training something else.
+        if cfg is not None and getattr(cfg, "wm_coupling", None) == "shared":
+            raise LfoError("wm.coupling=shared is not implemented yet (issue #5); use separate or stacked")
+        if cfg is not None and getattr(cfg, "wm_intrinsic", "none") != "none":
+            raise LfoError("wm.intrinsic=surprise is not implemented yet (issue #5); use wm.intrinsic=none")
         super().__init__(*args, **kwargs)
         self.wm_examples_fn = wm_examples_fn or examples_from_environment
         self._wm_tools = PREDICT_TOOLS[self.args.wm_predict]
@@ -68,6 +76,11 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             raise ValueError(f"wm_coef > 0 needs a PeftModel with a '{WORLD_MODEL}' adapter")
         activate(self.model, POLICY)
         self.add_callback(_AdapterGradNorms(self))
+
+    # ---- resume: transformers reloads non-active adapters as frozen; both must stay trainable ---------
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        super()._load_from_checkpoint(resume_from_checkpoint, model=model)
+        activate(self.model, POLICY)  # before the optimizer is built, so it covers both adapters again
 
     # ---- rollouts -------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs):

@@ -1,0 +1,182 @@
+"""`lfo train` for `kind: grpo`: world + base model + two adapters + DualLoRAGRPOTrainer, in a run dir.
+
+Run dir layout::
+
+    recipe.yaml  run.json            resolved recipe, metadata (written by the CLI before we start)
+    metrics.jsonl                    one row per log line: step, tasks_seen, losses/..., grad_norm/..., val/...
+    checkpoint-N/                    Trainer checkpoints (both adapters, optimizer, scheduler, RNG) for --resume
+    adapter_config.json, adapter_model.safetensors   final policy adapter (PeftModel.from_pretrained(base, RUN))
+    world_model/                     final world-model adapter (PeftModel.from_pretrained(base, RUN/world_model))
+    trajectories/step_N.jsonl        sample validation trajectories
+    summary.json                     status, final metrics
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl, iter_jsonl
+from lfo_cli.train.recipe_config import TrainConfig
+
+
+def prompts_per_step(args) -> int:
+    """Tasks (prompts) consumed by one optimizer step: the x-axis unit of the sample-efficiency claim."""
+    completions = args.per_device_train_batch_size * args.gradient_accumulation_steps * max(args.world_size, 1)
+    return completions // args.num_generations
+
+
+class RunLog(TrainerCallback):
+    """Append every Trainer log line to metrics.jsonl with `step` and `tasks_seen` (main process only)."""
+
+    def __init__(self, run_dir: Path, tasks_per_step: int):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.tasks_per_step = tasks_per_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            row = {"step": state.global_step, "tasks_seen": state.global_step * self.tasks_per_step}
+            row.update({k: v for k, v in logs.items() if isinstance(v, (int, float)) and v == v})
+            append_jsonl(self.path, row)
+
+
+class Validation(TrainerCallback):
+    """Validation success on the same val tasks and sampling seeds every `every` steps (and at step 0)."""
+
+    def __init__(self, run_dir: Path, world, tasks: list, tokenizer, every: int, temperature: float,
+                 seed: int, tasks_per_step: int, save_every: int, max_turns: int):
+        self.run_dir, self.world, self.tasks, self.tokenizer = Path(run_dir), world, tasks, tokenizer
+        self.every, self.temperature, self.seed = every, temperature, seed
+        self.tasks_per_step, self.save_every, self.max_turns = tasks_per_step, save_every, max_turns
+        self.last: dict[str, float] = {}
+
+    def evaluate(self, model, step: int) -> dict[str, float]:
+        from lfo_cli.models.warmstart import evaluate_agent
+        from lfo_cli.train.adapters import POLICY, activate
+
+        activate(model, POLICY)
+        was_training = model.training
+        result = evaluate_agent(model, self.tokenizer, self.world, self.tasks, temperature=self.temperature,
+                                max_turns=self.max_turns, seed=self.seed)
+        if was_training:
+            model.train()
+        row = validation_metrics(result)
+        self.last = row
+        append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, "tasks_seen": step * self.tasks_per_step, **row})
+        if self.save_every and step % self.save_every == 0:
+            atomic_write_jsonl(self.run_dir / "trajectories" / f"step_{step}.jsonl", result["samples"])
+        return row
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.every and state.is_world_process_zero and state.global_step == 0:
+            self.evaluate(model, 0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.every and state.is_world_process_zero and state.global_step % self.every == 0:
+            self.evaluate(model, state.global_step)
+
+
+def validation_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """`val/...` metrics from an evaluate_agent result (success overall and by difficulty, behaviour)."""
+    episodes, turns = result["episodes"], result["turns"]
+    row: dict[str, float] = {}
+    if episodes:
+        row["val/success"] = sum(e["success"] for e in episodes) / len(episodes)
+        row["val/turns"] = sum(e["turns"] for e in episodes) / len(episodes)
+        for d in sorted({e["difficulty"] for e in episodes}):
+            sub = [e for e in episodes if e["difficulty"] == d]
+            row[f"val/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
+    if turns:
+        row["val/valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in turns) / len(turns)
+    return row
+
+
+def _truncate_metrics_after(run_dir: Path, step: int) -> None:
+    """On resume from checkpoint-N, drop rows logged after N so the resumed log has no duplicates."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if path.is_file():
+        atomic_write_jsonl(path, [r for r in iter_jsonl(path) if int(r.get("step", 0)) <= step])
+
+
+def save_adapters(model, run_dir: Path) -> None:
+    """Policy adapter at the run-dir root, world model in world_model/ (each loads with PeftModel.from_pretrained)."""
+    from lfo_cli.io import atomic_dir
+    from lfo_cli.train.adapters import POLICY, WORLD_MODEL
+
+    run_dir = Path(run_dir)
+    with atomic_dir(run_dir / ".adapters") as tmp:
+        model.save_pretrained(tmp)  # PEFT writes tmp/policy/ and tmp/world_model/ (non-default names)
+    staged = run_dir / ".adapters"
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (staged / POLICY / name).replace(run_dir / name)
+    if (staged / WORLD_MODEL).is_dir():
+        if (run_dir / WORLD_MODEL).exists():
+            shutil.rmtree(run_dir / WORLD_MODEL)
+        (staged / WORLD_MODEL).replace(run_dir / WORLD_MODEL)
+    shutil.rmtree(staged)
+
+
+def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from lfo_cli.env import load_world, make_env_factory
+    from lfo_cli.models.prompts import dataset_row
+    from lfo_cli.models.registry import load_model
+    from lfo_cli.models.warmstart import stratified_tasks
+    from lfo_cli.train.adapters import attach_dual_lora
+    from lfo_cli.train.trainer import DualLoRAGRPOTrainer
+
+    out_dir = Path(out_dir)
+    set_seed(cfg.seed)
+    torch.set_num_threads(max(torch.get_num_threads(), 1))
+
+    world = load_world(cfg.data.dir)
+    tasks = [t for t in world.tasks["train"] if cfg.data.min_difficulty <= t.difficulty <= cfg.data.max_difficulty]
+    if cfg.data.max_tasks:
+        tasks = tasks[: cfg.data.max_tasks]
+    base = cfg.model.name
+    if cfg.model.warmstart:
+        from lfo_cli.models.warmstart import ensure_warmstart
+
+        base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir))
+    model, tokenizer = load_model(base, dtype=cfg.model.dtype)
+    model = attach_dual_lora(model, cfg.lora)
+
+    args = cfg.grpo_args(str(out_dir))
+    per_step = prompts_per_step(args)
+    dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty) for t in tasks])
+    val_tasks = stratified_tasks(world.tasks["val"], cfg.eval.num_tasks)
+    callbacks = [
+        RunLog(out_dir, per_step),
+        Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,
+                   per_step, cfg.eval.save_trajectories_every, args.max_tool_calling_iterations),
+    ]
+    trainer = DualLoRAGRPOTrainer(
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+        environment_factory=make_env_factory(world, seed=cfg.seed, max_turns=args.max_tool_calling_iterations),
+        callbacks=callbacks,
+    )
+    checkpoint = get_last_checkpoint(str(out_dir)) if resume else None
+    if checkpoint:
+        _truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]))
+    started = time.time()
+    trainer.train(resume_from_checkpoint=checkpoint)
+    save_adapters(trainer.model, out_dir)
+    summary = {
+        "status": "complete",
+        "steps": trainer.state.global_step,
+        "tasks_seen": trainer.state.global_step * per_step,
+        "base_model": base,
+        "seconds": round(time.time() - started, 1),
+        "resumed_from": checkpoint,
+        **{k: v for k, v in callbacks[1].last.items()},
+    }
+    atomic_write_json(out_dir / "summary.json", summary)
+    return summary
