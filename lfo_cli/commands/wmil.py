@@ -90,6 +90,8 @@ def train_cmd(
     parent_model: ParentModelOpt = None, steps: StepsOpt = None, num_envs: EnvsOpt = None, lr: LrOpt = None,
     wm_coef: WmOpt = None, entropy_coef: EntOpt = None, kl_coef: KlOpt = None, level: LevelOpt = None,
     curriculum: CurrOpt = None, context_window: CtxOpt = None, wm_target: WmTargetOpt = None,
+    parent_max_retries: Annotated[int | None, typer.Option("--parent-max-retries", help="Retries per invalid LLM reply (default 2).")] = None,
+    parent_timeout: Annotated[float | None, typer.Option("--parent-timeout", help="Seconds per LLM request (default 30).")] = None,
     mastery_threshold: Annotated[float | None, typer.Option("--mastery-threshold", help="Curriculum threshold (default 0.8).")] = None,
     curriculum_window: Annotated[int | None, typer.Option("--curriculum-window", help="Curriculum window in episodes (default 100).")] = None,
     reward_weights: Annotated[str | None, typer.Option("--reward-weights", help="goal,pred,cons weights of the policy reward (default 1,0,0).")] = None,
@@ -112,7 +114,8 @@ def train_cmd(
 
     over = _overrides(task=task, num_actions=num_actions, hidden_dim=hidden_dim, num_layers=num_layers,
                       num_heads=num_heads, algorithm=algorithm, parent=parent, parent_url=parent_url,
-                      parent_model=parent_model, steps=steps, num_envs=num_envs, lr=lr, wm_coef=wm_coef,
+                      parent_model=parent_model, parent_max_retries=parent_max_retries,
+                      parent_timeout=parent_timeout, steps=steps, num_envs=num_envs, lr=lr, wm_coef=wm_coef,
                       entropy_coef=entropy_coef, kl_coef=kl_coef, level=level, curriculum=curriculum,
                       context_window=context_window, wm_target=wm_target, mastery_threshold=mastery_threshold,
                       curriculum_window=curriculum_window, reward_weights=_parse_weights(reward_weights), seed=seed,

@@ -11,7 +11,8 @@ SmolLM2, offline). It never lets a bad reply hurt training:
 - an invalid reply (or a transport error) is retried up to ``max_retries`` times, then the
   deterministic rule is used for that query and the failure is counted (``parent/invalid_replies``,
   ``parent/fallbacks``);
-- identical queries are answered from an LRU cache (``parent/cache_hits``);
+- identical queries are answered from an LRU cache (``parent/cache_hits``), failed ones included
+  (they fall back at once rather than re-asking);
 - agreement of the LLM's rewards with the task rules is measured (``parent/reward_agreement``),
   so a run says how much of its reward signal the LLM got right.
 """
@@ -100,7 +101,7 @@ class HTTPChatClient:
 class LocalChatClient:
     """A local transformers chat model (default: the embedded SmolLM2-135M-Instruct), greedy decoding."""
 
-    def __init__(self, name: str = "smollm2-135m", max_new_tokens: int = 64):
+    def __init__(self, name: str = "smollm2-135m", max_new_tokens: int = 48):
         from lfo_cli.wmil.local_llm import load_local_chat_model
 
         self.name = name
@@ -108,12 +109,16 @@ class LocalChatClient:
         self.max_new_tokens = max_new_tokens
 
     def chat(self, messages: list[dict[str, str]]) -> str:
-        enc = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)
+        """Greedy reply. A local model lets us start the assistant turn with the reply's first
+        character (``{`` or ``[``, taken from the prompt's "Reply with" line) -- a prefill, so a
+        135M model answers in JSON more often; the reply is validated like any other."""
+        prefill = "[" if "JSON list" in messages[-1]["content"] else "{"
+        enc = self.tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": prefill}],
+                                                 continue_final_message=True, return_tensors="pt", return_dict=True)
         with torch.no_grad():
             out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
                                       pad_token_id=self.tokenizer.eos_token_id)
-        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        return prefill + self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,12 +167,15 @@ class LLMParent:
 
     def transition_prompt(self, row: torch.Tensor, action: int, t: int) -> str:
         state = State.from_row(self.task, row, t)
-        return (f"{state.to_prompt()} action={action}\nReply with one JSON object: "
-                f'{{"reward": 0 or 1, "next_state": {{...same fields...}}}}')
+        example = json.dumps({"reward": 0, "next_state": state.attributes})
+        return (f"{state.to_prompt()} action={action}\nReply with one JSON object like {example} "
+                "(reward 1 if the action was correct, else 0; next_state = the state after the action).")
 
     def instances_prompt(self, level: int) -> str:
+        example = json.dumps([State.from_row(self.task, r).attributes for r in self.task.sample(2, level, torch.Generator().manual_seed(level))])
         return (f"Difficulty level {level} of task {self.task.name}: {self.task.levels[level]}. "
-                f"Reply with a JSON list of {self.instance_pool} different start states (objects with the state fields).")
+                f"Reply with a JSON list of {self.instance_pool} different start states (objects with the state fields), "
+                f"like {example}.")
 
     # -- querying ---------------------------------------------------------------------------
     def _ask(self, prompt: str, parse) -> Any | None:
@@ -191,8 +199,8 @@ class LLMParent:
                 break
             except (ValueError, TypeError, KeyError, IndexError, json.JSONDecodeError):
                 self.counts["invalid_replies"] += 1
-        if result is None:
-            return None  # not cached: a later identical query tries again
+        # failures are cached too (as None): an identical query falls back at once instead of
+        # spending another round of retries on a model that already failed it
         self.cache[prompt] = result
         if len(self.cache) > self.cache_size:
             self.cache.popitem(last=False)
