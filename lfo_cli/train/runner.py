@@ -147,7 +147,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
 
         base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir))
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
-    model = attach_dual_lora(model, cfg.lora)
+    model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 
     args = cfg.grpo_args(str(out_dir))
     per_step = prompts_per_step(args)

@@ -15,6 +15,12 @@ Coupling (``wm_coupling``):
   measures this (``grad_norm/policy_from_wm``), it does not assume it.
 * ``stacked``: the world-model forward runs with both adapters active, so its gradient also flows into
   the policy adapter.
+* ``shared`` (ECHO-style): one adapter. The cross-entropy on the reply tokens that already sit inside
+  the policy's rollout forward (TRL masks them out of the policy loss via ``tool_mask``) is the
+  world-model loss: no extra forward at all.
+
+``wm_intrinsic="surprise"`` adds the seed's discarded first design as an ablation arm: a reward bonus
+equal to ``wm_intrinsic_coef`` times the world model's per-token loss on the rollout's replies.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
-from lfo_cli.train.wm_loss import build_batch, world_model_forward
+from lfo_cli.train.wm_loss import build_batch, reply_token_mask, world_model_forward
 
 WM_COLUMN = "lfo_wm_examples"
+REPLY_MASK = "lfo_reply_mask"
 PREDICT_TOOLS = {
     "phone": ("make_phone_call",),
     "phone_form": ("make_phone_call", "auth_info_form"),
@@ -63,16 +70,19 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         from lfo_cli.errors import LfoError
 
         cfg = kwargs.get("args")
-        # Not built yet (issue #5): refuse instead of silently training something else.
-        if cfg is not None and getattr(cfg, "wm_coupling", None) == "shared":
-            raise LfoError("wm.coupling=shared is not implemented yet (issue #5); use separate or stacked")
-        if cfg is not None and getattr(cfg, "wm_intrinsic", "none") != "none":
-            raise LfoError("wm.intrinsic=surprise is not implemented yet (issue #5); use wm.intrinsic=none")
+        if cfg is not None and getattr(cfg, "wm_intrinsic", "none") == "surprise":
+            funcs = kwargs.get("reward_funcs") or []
+            kwargs["reward_funcs"] = [*(funcs if isinstance(funcs, list) else [funcs]), self._surprise_reward]
+            if cfg.reward_weights is not None:
+                raise LfoError("wm.intrinsic=surprise scales its bonus by wm.intrinsic_coef; drop trainer.reward_weights")
+        self._capture_logps = False
+        self._captured_logps = None
         super().__init__(*args, **kwargs)
         self.wm_examples_fn = wm_examples_fn or examples_from_environment
         self._wm_tools = PREDICT_TOOLS[self.args.wm_predict]
         self._wm_enabled = self.args.wm_coef > 0
-        if self._wm_enabled and WORLD_MODEL not in getattr(self.model, "peft_config", {}):
+        self._shared = self.args.wm_coupling == "shared"
+        if (self._wm_enabled and not self._shared) and WORLD_MODEL not in getattr(self.model, "peft_config", {}):
             raise ValueError(f"wm_coef > 0 needs a PeftModel with a '{WORLD_MODEL}' adapter")
         activate(self.model, POLICY)
         self.add_callback(_AdapterGradNorms(self))
@@ -85,7 +95,9 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     # ---- rollouts -------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        if self._wm_enabled:
+        if self._wm_enabled and self._shared:
+            output[REPLY_MASK] = self._reply_masks(output)
+        elif self._wm_enabled:
             envs = getattr(self, "environments", None) or []
             n = output["completion_ids"].size(0)
             column = [self.wm_examples_fn(env, self._wm_tools) for env in envs] if envs else [[] for _ in range(n)]
@@ -93,6 +105,50 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
                 raise RuntimeError(f"{len(column)} environments for {n} rollouts")
             output[WM_COLUMN] = column
         return output
+
+    def _reply_masks(self, output) -> torch.Tensor:
+        """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
+        completion_ids, width = output["completion_ids"], output["completion_ids"].size(1)
+        tool_mask = output.get("tool_mask")
+        masks = torch.zeros_like(completion_ids)
+        envs = getattr(self, "environments", None) or []
+        if tool_mask is None or not envs:
+            return masks
+        for i, env in enumerate(envs):
+            replies = [(t.observation, _tool_of(t) in self._wm_tools) for t in getattr(env, "transitions", [])]
+            row = reply_token_mask(self.processing_class, completion_ids[i].tolist(), tool_mask[i].tolist(), replies)
+            masks[i, :width] = torch.tensor(row[:width], dtype=masks.dtype)
+        return masks * output["completion_mask"]
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._capture_logps:  # the policy forward inside compute_loss (shared coupling reuses it)
+            self._captured_logps = result[0]
+        return result
+
+    # ---- intrinsic reward: the seed's discarded first design, kept as an ablation arm --------------
+    def _surprise_reward(self, environments=None, **kwargs):
+        """wm.intrinsic_coef x the world model's mean per-token loss on the rollout's predicted replies."""
+        if not environments:
+            return [None] * len(kwargs.get("prompts", []))
+        per_env = [self.wm_examples_fn(env, self._wm_tools) for env in environments]
+        flat = [ex for exs in per_env for ex in exs]
+        losses: list[float] = []
+        if flat:
+            was_training = self.model.training
+            self.model.eval()
+            with torch.no_grad(), active(self.model, [WORLD_MODEL]):
+                for start in range(0, len(flat), self.args.wm_max_examples):
+                    chunk = flat[start : start + self.args.wm_max_examples]
+                    batch = build_batch(self.processing_class, chunk, self.args.wm_max_length).to(self.accelerator.device)
+                    losses += world_model_forward(self.model, batch)[1].tolist()
+            self.model.train(was_training)
+        out, k = [], 0
+        for exs in per_env:
+            vals = losses[k : k + len(exs)]
+            k += len(exs)
+            out.append(self.args.wm_intrinsic_coef * sum(vals) / len(vals) if vals else 0.0)
+        return out
 
     # ---- optimizer: one AdamW over both adapters, optional separate world-model lr --------------
     def create_optimizer(self, model=None):
@@ -115,28 +171,37 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     # ---- loss -----------------------------------------------------------------------------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         examples = inputs.pop(WM_COLUMN, None)
+        reply_mask = inputs.pop(REPLY_MASK, None)
         mode = "train" if self.model.training else "eval"
         step = self.state.global_step
         update_policy, update_wm = self.args.schedule.updates(step) if mode == "train" else (True, True)
 
         activate(self.model, POLICY)
         if update_policy or not self._wm_enabled:
-            loss = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+            self._capture_logps = self._shared and self._wm_enabled
+            try:
+                loss = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+            finally:
+                self._capture_logps = False
             self._metrics[mode]["losses/policy"].append(float(loss.detach()) * self._ga_factor(mode))
         else:  # a world-model-only step: the policy adapter receives no gradient at all
             loss = None
 
         if self._wm_enabled and update_wm:
-            flat = [ex for row in (examples or []) for ex in row]
-            wm_loss = self._world_model_loss(model, flat, mode)
+            if self._shared:
+                wm_loss = self._shared_reply_loss(reply_mask, mode)
+            else:
+                flat = [ex for row in (examples or []) for ex in row]
+                wm_loss = self._world_model_loss(model, flat, mode)
             if wm_loss is not None:
                 term = self.args.wm_coef * wm_loss / self._ga_factor(mode)
                 if mode == "train" and self._should_probe(step):
                     self._probe_policy_from_wm(term, mode)
                 loss = term if loss is None else loss + term
 
-        if loss is None:  # nothing to learn from in this micro-batch: a zero that keeps autograd happy
-            loss = sum(p.sum() for p in adapter_params(self.model, WORLD_MODEL)) * 0.0
+        if loss is None:  # a world-model-only step without examples: a zero that keeps autograd happy
+            params = adapter_params(self.model, WORLD_MODEL) or adapter_params(self.model, POLICY)
+            loss = torch.stack([p.sum() for p in params]).sum() * 0.0
         self._metrics[mode]["losses/total"].append(float(loss.detach()) * self._ga_factor(mode))
         activate(self.model, POLICY)  # only the policy adapter is ever active outside compute_loss
         return loss
@@ -157,6 +222,17 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         self._metrics[mode]["losses/wm"].append(float(wm_loss.detach()))
         for key, value in metrics.items():
             self._metrics[mode][key].append(value)
+        return wm_loss
+
+    def _shared_reply_loss(self, reply_mask, mode: str):
+        """ECHO-style: cross-entropy on the reply tokens already inside the policy's rollout forward."""
+        logps, self._captured_logps = self._captured_logps, None
+        if reply_mask is None or logps is None or int(reply_mask.sum()) == 0:
+            return None
+        mask = reply_mask.to(logps.dtype)
+        wm_loss = -(logps * mask).sum() / mask.sum()
+        self._metrics[mode]["losses/wm"].append(float(wm_loss.detach()))
+        self._metrics[mode]["wm/target_tokens"].append(float(mask.sum()))
         return wm_loss
 
     def _should_probe(self, step: int) -> bool:

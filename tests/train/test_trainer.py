@@ -184,3 +184,52 @@ def test_bad_schedule_is_rejected(bad):
 
     with pytest.raises(LfoError):
         Schedule.parse(bad)
+
+
+def test_reply_token_mask_marks_exactly_the_phone_replies(tokenizer):
+    from lfo_cli.train.wm_loss import reply_token_mask
+
+    reply_a, reply_b = "I need your account number", "thank you your request is done"
+    text_model = "<|im_start|>assistant\ncall<|im_end|>\n"
+    segment_a = f"<|im_start|>user\n<tool_response>\n{reply_a}\n</tool_response><|im_end|>\n"
+    segment_b = f"<|im_start|>user\n<tool_response>\n{reply_b}\n</tool_response><|im_end|>\n"
+    ids, tmask = [], []
+    for piece, m in [(text_model, 1), (segment_a, 0), (text_model, 1), (segment_b, 0), (text_model, 1)]:
+        toks = tokenizer(piece, add_special_tokens=False)["input_ids"]
+        ids += toks
+        tmask += [m] * len(toks)
+    mask = reply_token_mask(tokenizer, ids, tmask, [(reply_a, False), (reply_b, True)])
+    marked = [t for t, m in zip(ids, mask, strict=True) if m]
+    assert tokenizer.decode(marked).strip() == reply_b  # only the kept reply, and all of it
+    assert all(tm == 0 for tm, m in zip(tmask, mask, strict=True) if m)
+
+
+def test_shared_coupling_trains_the_policy_adapter_from_reply_tokens(tokenizer, tmp_path):
+    from lfo_cli.train.trainer import REPLY_MASK
+
+    trainer = make_trainer(tokenizer, tmp_path, dual=False, wm_coupling="shared", wm_coef=1.0)
+    assert WORLD_MODEL not in trainer.model.peft_config
+    for p in adapter_params(trainer.model, POLICY):
+        torch.nn.init.normal_(p, std=0.1)
+    inputs = make_inputs(tokenizer, with_wm=False)
+    reply = torch.zeros_like(inputs["completion_ids"])
+    reply[:, 3:6] = 1
+    inputs[REPLY_MASK] = reply
+    inputs["tool_mask"] = 1 - reply  # reply tokens are environment tokens: out of the policy loss
+    trainer.model.train()
+    trainer.compute_loss(trainer.model, inputs)
+    assert trainer._metrics["train"]["losses/wm"][-1] > 0
+    assert trainer._metrics["train"]["grad_norm/policy_from_wm"][-1] > 0
+
+
+def test_surprise_reward_is_world_model_error(tokenizer, tmp_path):
+    from types import SimpleNamespace
+
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=1.0, wm_intrinsic="surprise", wm_intrinsic_coef=0.5)
+    assert trainer._surprise_reward in trainer.reward_funcs
+    trainer.wm_examples_fn = lambda env, tools: [wm_example()] * env.calls
+    envs = [SimpleNamespace(calls=0), SimpleNamespace(calls=1), SimpleNamespace(calls=3)]
+    bonus = trainer._surprise_reward(environments=envs)
+    assert bonus[0] == 0.0 and bonus[1] > 0
+    assert bonus[1] == pytest.approx(bonus[2], rel=1e-4)  # same example: same mean error
+    assert trainer.model.active_adapters == [POLICY]
