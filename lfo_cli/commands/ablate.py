@@ -1,12 +1,97 @@
-"""`lfo ablate` (issue #6): registered, not built yet."""
+"""`lfo ablate --grid NAME`: run every cell of an ablation grid as its own `lfo train` process."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from lfo_cli.commands._common import not_built
+from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+
+CONTEXT: dict = {}
 
 
-def ablate(ctx: typer.Context) -> None:
-    """Not built yet: exits 2 and says so."""
-    not_built("ablate", 6)
+@handle_errors
+def ablate(
+    grid: Annotated[str, typer.Option("--grid", help="Grid name in recipes/grids/ or a path to a grid YAML file.")],
+    runs_dir: Annotated[
+        Path | None, typer.Option("--runs-dir", help="Where the cells' run dirs go (default runs/grids/NAME).")
+    ] = None,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, help="Cells run at the same time.")] = 1,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Extra override for every cell, applied last, e.g. --set model.name=smollm2-135m."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, list the cells and their commands; run nothing.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run an ablation grid: each (cell, seed) is one `lfo train` subprocess.
+
+    Complete cells are skipped, interrupted ones resumed (`lfo train --resume`), failed ones
+    recorded (exit code, log) without stopping the rest. `RUNS_DIR/runs.csv` is rewritten after
+    every cell. Exit code 0 when every cell is complete, 1 when some failed, 2 on a bad grid.
+
+    Examples:
+
+      lfo ablate --grid cpu_headline --dry-run
+
+      lfo ablate --grid lambda_cpu --parallel 2
+
+      lfo ablate --grid cpu_headline --set model.name=smollm2-135m --set model.warmstart=warmstart_smollm2 --runs-dir runs/grids/cpu_headline_smollm2
+    """
+    from lfo_cli.ablate.grid import cell_argv, expand, load_grid
+    from lfo_cli.ablate.runner import (
+        Lock,
+        check_existing,
+        install_sigterm_as_interrupt,
+        is_complete,
+        is_started,
+        run_grid,
+    )
+
+    g = load_grid(grid, extra_set=list(set_ or []))
+    runs = runs_dir or Path("runs") / "grids" / g.name
+    cells = expand(g, runs)  # validates every cell's recipe before anything launches
+    check_existing(cells)
+
+    if dry_run:
+        rows = []
+        for c in cells:
+            status = "complete" if is_complete(c.run_dir) else ("started" if is_started(c.run_dir) else "pending")
+            rows.append({"cell_id": c.cell_id, "seed": c.seed, "values": c.values, "status": status,
+                         "run_dir": str(c.run_dir), "argv": cell_argv(g, c, resume=status == "started")})
+        if json_out:
+            print_json({"grid": str(g.path), "runs_dir": str(runs), "cells": rows})
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"grid {g.name}: {len(cells)} runs ({len(g.conditions)} cells x {len(g.seeds)} seeds), base {g.base}")
+        for col in ("cell", "seed", "status", "command"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(r["cell_id"], str(r["seed"]), r["status"], " ".join(r["argv"][1:]))
+        Console().print(table)
+        return
+
+    install_sigterm_as_interrupt()
+    with Lock(runs / ".ablate.lock"):
+        try:
+            records = run_grid(g, cells, runs, parallel=parallel, show=not json_out)
+        except KeyboardInterrupt:
+            typer.echo(f"interrupted; progress is in {runs / 'runs.csv'} (re-run the same command to resume)", err=True)
+            raise typer.Exit(130) from None
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    failed = [r for r in records if r.status != "complete"]
+    if json_out:
+        print_json({"grid": str(g.path), "runs_dir": str(runs), "runs_csv": str(runs / "runs.csv"), "counts": counts,
+                    "failed": [{"cell_id": r.cell.cell_id, "exit_code": r.exit_code, "log": str(r.log)} for r in failed]})
+    else:
+        typer.echo(f"{counts.get('complete', 0)}/{len(records)} cells complete; table: {runs / 'runs.csv'}")
+        for r in failed:
+            typer.echo(f"  {r.status}: {r.cell.cell_id} (exit code {r.exit_code}, log {r.log})")
+    if failed:
+        raise typer.Exit(1)

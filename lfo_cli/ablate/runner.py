@@ -1,0 +1,239 @@
+"""Run a grid's cells as subprocesses, N at a time; resumable, failure-tolerant, recorded in runs.csv.
+
+State lives in the runs dir, never only in memory:
+
+- a cell is *complete* when its run dir holds ``summary.json`` with ``"status": "complete"`` (what
+  `lfo train` writes last) or a ``.complete`` marker; complete cells are skipped on every re-run;
+- a started but incomplete cell (its run dir has ``recipe.yaml``) is continued with
+  ``lfo train --resume RUN_DIR``; a cell never started runs ``lfo train --recipe ...``;
+- ``runs.csv`` (cell, axis values, seed, status, exit code, duration, run dir, log) is rewritten
+  atomically after every cell finishes, so a kill leaves a consistent table;
+- each attempt's stdout/stderr is appended to ``logs/CELL_ID.log``;
+- ``.ablate.lock`` (an flock, released by the kernel when the process dies) stops two `lfo ablate`
+  from driving the same runs dir;
+- children get SIGTERM when `lfo ablate` dies (Linux ``PR_SET_PDEATHSIG``), so killing the driver
+  leaves no orphan training that a re-run would race with.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from lfo_cli.ablate.grid import Cell, Grid, cell_argv, format_value
+from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_write_text
+
+COMPLETE_MARKER = ".complete"
+
+
+def is_complete(run_dir: Path) -> bool:
+    if (run_dir / COMPLETE_MARKER).exists():
+        return True
+    summary = run_dir / "summary.json"
+    if not summary.is_file():
+        return False
+    try:
+        import json
+
+        return json.loads(summary.read_text(encoding="utf-8")).get("status") == "complete"
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+def is_started(run_dir: Path) -> bool:
+    return (run_dir / "recipe.yaml").is_file()
+
+
+def check_existing(cells: list[Cell]) -> None:
+    """A run dir that already holds a run must hold *this* cell's recipe (else results would mix)."""
+    for cell in cells:
+        recorded = cell.run_dir / "recipe.yaml"
+        if not cell.resolved or not recorded.is_file():
+            continue
+        try:
+            on_disk = yaml.safe_load(recorded.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            raise LfoError(f"{recorded}: corrupt recipe; move the run dir away and re-run") from None
+        if on_disk != cell.resolved:
+            diff = sorted(k for k in set(on_disk or {}) | set(cell.resolved)
+                          if (on_disk or {}).get(k) != cell.resolved.get(k))
+            raise LfoError(
+                f"{cell.run_dir} holds a run with a different recipe (differs in: {', '.join(diff)}); "
+                "use another --runs-dir for a changed grid"
+            )
+
+
+def _pdeathsig():  # pragma: no cover - runs in the child between fork and exec
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass
+class Record:
+    cell: Cell
+    status: str = "pending"  # pending | running | complete | failed | interrupted
+    exit_code: int | None = None
+    duration_s: float | None = None
+    note: str = ""
+
+    @property
+    def log(self) -> Path:
+        return self.cell.run_dir.parent / "logs" / f"{self.cell.cell_id}.log"
+
+
+def _previous(runs_csv: Path) -> dict[str, dict]:
+    if not runs_csv.is_file():
+        return {}
+    try:
+        with runs_csv.open(encoding="utf-8", newline="") as fh:
+            return {row["cell_id"]: row for row in csv.DictReader(fh) if row.get("cell_id")}
+    except (OSError, csv.Error, KeyError):
+        return {}
+
+
+def write_runs_csv(path: Path, grid: Grid, records: list[Record]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["cell_id", "condition", *grid.keys, "seed", "status", "exit_code", "duration_s", "run_dir", "log",
+                "note"])
+    for r in records:
+        c = r.cell
+        w.writerow([c.cell_id, c.condition, *[format_value(c.values[k]) if k in c.values else "" for k in grid.keys],
+                    c.seed, r.status, "" if r.exit_code is None else r.exit_code,
+                    "" if r.duration_s is None else f"{r.duration_s:.1f}", str(c.run_dir), str(r.log), r.note])
+    atomic_write_text(path, buf.getvalue())
+
+
+class Lock:
+    def __init__(self, path: Path):
+        self.path = path
+        self.fh = None
+
+    def __enter__(self):
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = self.path.open("a+")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.close()
+            raise LfoError(f"another `lfo ablate` is running on {self.path.parent} (lock {self.path.name})") from None
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()  # closing releases the flock
+
+
+def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, show: bool = True,
+             poll_s: float = 0.2) -> list[Record]:
+    """Run every incomplete cell; return one :class:`Record` per cell (in grid order)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if parallel < 1:
+        raise LfoError(f"--parallel must be >= 1, got {parallel}")
+    runs_dir = Path(runs_dir)
+    runs_csv = runs_dir / "runs.csv"
+    (runs_dir / "logs").mkdir(parents=True, exist_ok=True)
+    previous = _previous(runs_csv)
+    records = []
+    for cell in cells:
+        rec = Record(cell)
+        if is_complete(cell.run_dir):
+            rec.status = "complete"
+            old = previous.get(cell.cell_id, {})
+            rec.exit_code = int(old["exit_code"]) if old.get("exit_code", "").lstrip("-").isdigit() else None
+            rec.duration_s = float(old["duration_s"]) if old.get("duration_s") else None
+            rec.note = old.get("note", "") or "complete before this invocation"
+        records.append(rec)
+    todo = [r for r in records if r.status != "complete"]
+    write_runs_csv(runs_csv, grid, records)
+
+    console = Console(stderr=True)
+    columns = [TextColumn("[bold]ablate {task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("failed {task.fields[failed]}  running: {task.fields[running]}"), TimeElapsedColumn()]
+    running: dict[str, tuple[Record, subprocess.Popen, float, object]] = {}
+    failed = 0
+    # auto_refresh=False: no refresh thread, so forking children (preexec_fn) is safe.
+    with Progress(*columns, console=console, disable=not show, auto_refresh=False, transient=False) as bar:
+        job = bar.add_task(grid.name, total=len(records), completed=len(records) - len(todo), failed=0, running="-")
+        queue = list(todo)
+        try:
+            while queue or running:
+                while queue and len(running) < parallel:
+                    rec = queue.pop(0)
+                    resume = is_started(rec.cell.run_dir)
+                    argv = cell_argv(grid, rec.cell, resume=resume)
+                    rec.log.parent.mkdir(parents=True, exist_ok=True)
+                    logfh = rec.log.open("a", encoding="utf-8")
+                    logfh.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if resume else 'start'}: "
+                                f"{' '.join(argv)}\n")
+                    logfh.flush()
+                    proc = subprocess.Popen(argv, stdout=logfh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+                    rec.status, rec.note = "running", ("resumed" if resume else "")
+                    running[rec.cell.cell_id] = (rec, proc, time.monotonic(), logfh)
+                    write_runs_csv(runs_csv, grid, records)
+                    bar.update(job, running=", ".join(running) or "-")
+                    bar.refresh()
+                for cid in list(running):
+                    rec, proc, t0, logfh = running[cid]
+                    code = proc.poll()
+                    if code is None:
+                        continue
+                    logfh.close()
+                    del running[cid]
+                    rec.exit_code, rec.duration_s = code, time.monotonic() - t0
+                    if code == 0 and is_complete(rec.cell.run_dir):
+                        rec.status = "complete"
+                    else:
+                        rec.status = "failed"
+                        failed += 1
+                        rec.note = (f"exit code {code}; see {rec.log}" if code != 0 else
+                                    f"exit code 0 but no summary.json with status complete; see {rec.log}")
+                    write_runs_csv(runs_csv, grid, records)
+                    bar.update(job, advance=1, failed=failed, running=", ".join(running) or "-")
+                bar.refresh()
+                if running:
+                    time.sleep(poll_s)
+        except KeyboardInterrupt:
+            for rec, proc, t0, logfh in running.values():
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                logfh.close()
+                rec.status, rec.exit_code = "interrupted", proc.returncode
+                rec.duration_s = time.monotonic() - t0
+                rec.note = "lfo ablate was interrupted; re-run to resume"
+            write_runs_csv(runs_csv, grid, records)
+            raise
+    return records
+
+
+def install_sigterm_as_interrupt() -> None:
+    """SIGTERM to `lfo ablate` stops it like Ctrl-C: children terminated, runs.csv written."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. under a test runner thread)
+        pass

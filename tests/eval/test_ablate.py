@@ -1,0 +1,257 @@
+"""`lfo ablate`: grid parsing/validation, the argv it builds, skip/resume/failure, a real kill of the driver."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from lfo_cli.ablate.grid import cell_argv, expand, load_grid
+from lfo_cli.ablate.runner import Lock, is_complete, run_grid
+from lfo_cli.cli import app
+from lfo_cli.errors import LfoError
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A stand-in for `lfo train` (which needs a trained warm start): records its start, optionally
+# sleeps / fails, and finishes by writing summary.json with status complete, like the trainer.
+CELL_SCRIPT = textwrap.dedent(
+    """
+    import json, os, pathlib, sys, time
+    out, seed, cell = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    with open(out.parent / "starts.txt", "a") as fh:
+        fh.write(cell + "\\n")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "pid").write_text(str(os.getpid()))
+    print("overrides:", sys.argv[4:], flush=True)
+    time.sleep(float(os.environ.get("CELL_SLEEP", "0")))
+    if os.environ.get("FAIL_SEED") == str(seed):
+        print("boom", flush=True)
+        sys.exit(3)
+    if os.environ.get("NO_SUMMARY") != "1":
+        (out / "summary.json").write_text(json.dumps({"status": "complete"}))
+    """
+)
+
+
+def _grid(tmp_path: Path, **extra) -> Path:
+    script = tmp_path / "cell.py"
+    script.write_text(CELL_SCRIPT)
+    data = {
+        "base": "dual_lora_micro",
+        "seeds": [0, 1],
+        "set": {"trainer.max_steps": 2},
+        "axes": {"wm.coef": [0, 0.5]},
+        "command": ["{python}", str(script), "{out}", "{seed}", "{cell}", "{overrides}"],
+        **extra,
+    }
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _rows(runs: Path) -> dict[str, dict]:
+    with (runs / "runs.csv").open(newline="") as fh:
+        return {r["cell_id"]: r for r in csv.DictReader(fh)}
+
+
+def _starts(runs: Path) -> list[str]:
+    p = runs / "starts.txt"
+    return p.read_text().split() if p.exists() else []
+
+
+# ---- the grid as data --------------------------------------------------------------------------
+def test_real_train_argv_and_resume_argv(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump({
+        "base": "dual_lora_micro", "seeds": [3], "set": ["trainer.max_steps=5"],
+        "axes": {"wm.coef": [0.5], "wm.schedule": ["wm_first:50"]},
+        "cells": [{"id": "none", "wm.coef": 0}],
+    }))
+    grid = load_grid(path, extra_set=["model.name=micro"])
+    cells = expand(grid, tmp_path / "runs")
+    assert [c.cell_id for c in cells] == ["coef-0.5__schedule-wm_first-50__s3", "none__s3"]
+    c = cells[0]
+    assert cell_argv(grid, c) == [
+        sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro",
+        "--set", "trainer.max_steps=5", "--set", "wm.coef=0.5", "--set", "wm.schedule=wm_first:50",
+        "--set", "model.name=micro", "--seed", "3", "--out", str(tmp_path / "runs" / c.cell_id),
+    ]
+    assert cell_argv(grid, c, resume=True) == [sys.executable, "-m", "lfo_cli", "train", "--resume", str(c.run_dir)]
+    # the resolved recipe is what `lfo train` would record: overrides applied, seed set
+    assert c.resolved["wm"]["schedule"] == "wm_first:50" and c.resolved["seed"] == 3
+    assert c.resolved["trainer"]["max_steps"] == 5
+    assert cells[1].resolved["wm"]["coef"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("base: dual_lora_micro\nseeds: [0]\naxes: {wm.coeff: [0, 1]}\n", "wm.coeff"),
+        ("base: dual_lora_micro\nseeds: [0]\naxes: {wm.predict: [phone, banana]}\n", "banana"),
+        ("base: dual_lora_micro\nseeds: [0]\naxes: {wm.coef: [0, 1]\n", "malformed YAML"),
+        ("base: dual_lora_micro\nseeds: [0]\naxes: {}\n", "no cells"),
+        ("base: dual_lora_micro\nseeds: [0]\naxes: {wm.coef: []}\n", "non-empty"),
+        ("base: dual_lora_micro\nseeds: []\naxes: {wm.coef: [0]}\n", "seeds"),
+        ("seeds: [0]\naxes: {wm.coef: [0]}\n", "base"),
+        ("base: no_such_recipe\nseeds: [0]\naxes: {wm.coef: [0]}\n", "no_such_recipe"),
+        ("base: dual_lora_micro\nseeds: [0]\naxes: {wm.coef: [0]}\nsteps: 3\n", "unknown grid key"),
+        ("- just\n- a list\n", "mapping"),
+    ],
+)
+def test_bad_grid_exits_2_with_one_line(tmp_path, content, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    result = CliRunner().invoke(app, ["ablate", "--grid", str(path), "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
+    assert not (tmp_path / "runs").exists()  # nothing launched, nothing written
+
+
+def test_unknown_grid_name_exits_2():
+    result = CliRunner().invoke(app, ["ablate", "--grid", "no_such_grid"])
+    assert result.exit_code == 2 and "no_such_grid" in result.stderr
+
+
+def test_shipped_grids_all_validate():
+    names = sorted(p.stem for p in (REPO / "recipes" / "grids").glob("*.yaml"))
+    expected = {f"{a}_{s}" for a in ("lambda", "predict", "rank", "schedule", "coupling") for s in ("cpu", "gpu")}
+    assert expected | {"cpu_headline"} <= set(names)
+    for name in names:
+        grid = load_grid(name)
+        cells = expand(grid, Path("/nonexistent"))
+        assert len(grid.seeds) >= 3, name
+        assert cells and all(c.resolved["kind"] == "grpo" for c in cells)
+        if name.endswith("_cpu") or name == "cpu_headline":
+            assert "micro" in grid.base, name
+    lam = {c.resolved["wm"]["coef"] for c in expand(load_grid("lambda_cpu"), Path("/x"))}
+    assert lam == {0.0, 0.1, 0.3, 0.5, 1.0, 2.0}
+    predict = expand(load_grid("predict_cpu"), Path("/x"))
+    assert {(c.resolved["wm"]["predict"], c.resolved["wm"]["coef"] == 0) for c in predict} >= {
+        ("phone", False), ("phone_form", False), ("all", False), ("phone", True)}
+    headline = expand(load_grid("cpu_headline", extra_set=["model.name=smollm2-135m"]), Path("/x"))
+    assert {c.resolved["model"]["name"] for c in headline} == {"smollm2-135m"}  # one --set switches the model
+
+
+# ---- running ----------------------------------------------------------------------------------
+def test_failed_cell_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAIL_SEED", "1")
+    grid = load_grid(_grid(tmp_path))
+    runs = tmp_path / "runs"
+    cells = expand(grid, runs)
+    records = run_grid(grid, cells, runs, parallel=2, show=False, poll_s=0.05)
+    status = {r.cell.cell_id: (r.status, r.exit_code) for r in records}
+    assert status == {"coef-0__s0": ("complete", 0), "coef-0__s1": ("failed", 3),
+                      "coef-0.5__s0": ("complete", 0), "coef-0.5__s1": ("failed", 3)}
+    rows = _rows(runs)
+    assert rows["coef-0__s1"]["status"] == "failed" and rows["coef-0__s1"]["exit_code"] == "3"
+    log = Path(rows["coef-0__s1"]["log"])
+    assert "boom" in log.read_text() and "trainer.max_steps=2" in log.read_text()
+    assert rows["coef-0.5__s0"]["wm.coef"] == "0.5" and rows["coef-0.5__s0"]["seed"] == "0"
+
+    # re-run: complete cells are skipped, failed ones retried (and now succeed)
+    monkeypatch.delenv("FAIL_SEED")
+    records = run_grid(grid, cells, runs, parallel=1, show=False, poll_s=0.05)
+    assert all(r.status == "complete" for r in records)
+    assert sorted(_starts(runs)) == sorted(["coef-0__s0", "coef-0__s1", "coef-0.5__s0", "coef-0.5__s1",
+                                            "coef-0__s1", "coef-0.5__s1"])
+    assert "log" in _rows(runs)["coef-0__s1"] and "=== " in log.read_text()
+
+
+def test_exit_zero_without_summary_is_not_complete(tmp_path, monkeypatch):
+    monkeypatch.setenv("NO_SUMMARY", "1")
+    grid = load_grid(_grid(tmp_path, seeds=[0], axes={"wm.coef": [0.5]}))
+    runs = tmp_path / "runs"
+    [rec] = run_grid(grid, expand(grid, runs), runs, show=False, poll_s=0.05)
+    assert rec.status == "failed" and rec.exit_code == 0 and "no summary.json" in rec.note
+    (rec.cell.run_dir / ".complete").touch()  # the marker alone also counts as complete
+    assert is_complete(rec.cell.run_dir)
+
+
+def test_run_dir_with_another_recipe_is_refused(tmp_path):
+    grid_path = _grid(tmp_path, seeds=[0], axes={"wm.coef": [0.5]})
+    runs = tmp_path / "runs"
+    cell = expand(load_grid(grid_path), runs)[0]
+    cell.run_dir.mkdir(parents=True)
+    other = dict(cell.resolved, wm={**cell.resolved["wm"], "coef": 2.0})
+    (cell.run_dir / "recipe.yaml").write_text(yaml.safe_dump(other))
+    result = CliRunner().invoke(app, ["ablate", "--grid", str(grid_path), "--runs-dir", str(runs)])
+    assert result.exit_code == 2 and "different recipe" in result.stderr and "wm" in result.stderr
+    (cell.run_dir / "recipe.yaml").write_text(yaml.safe_dump(cell.resolved))  # the same recipe is fine
+    result = CliRunner().invoke(app, ["ablate", "--grid", str(grid_path), "--runs-dir", str(runs), "--dry-run",
+                                      "--json"])
+    assert result.exit_code == 0
+    [row] = json.loads(result.stdout)["cells"]
+    assert row["status"] == "started"
+
+
+def test_lock_refuses_a_second_driver(tmp_path):
+    with Lock(tmp_path / ".ablate.lock"):
+        with pytest.raises(LfoError, match="another `lfo ablate`"):
+            with Lock(tmp_path / ".ablate.lock"):
+                pass
+    with Lock(tmp_path / ".ablate.lock"):  # released on exit
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+def test_kill_ablate_and_rerun_finishes_only_the_missing_cells(tmp_path):
+    grid_path = _grid(tmp_path)
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "lfo_cli", "ablate", "--grid", str(grid_path), "--runs-dir", str(runs)]
+    env = {**os.environ, "CELL_SLEEP": "1.5"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    running = None
+    while time.monotonic() < deadline:
+        if (runs / "runs.csv").exists():
+            rows = _rows(runs)
+            done = [c for c, r in rows.items() if r["status"] == "complete"]
+            running = [c for c, r in rows.items() if r["status"] == "running"]
+            if len(done) == 2 and running and (runs / running[0] / "pid").exists():
+                break
+        assert proc.poll() is None, "lfo ablate ended before it could be killed"
+        time.sleep(0.05)
+    else:
+        pytest.fail("lfo ablate did not reach 2 complete cells in time")
+    child_pid = int((runs / running[0] / "pid").read_text())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # the cell that was running dies with its driver (no orphan left to race with the re-run)
+    t0 = time.monotonic()
+    while _alive(child_pid) and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    assert not _alive(child_pid)
+    assert not (runs / running[0] / "summary.json").exists()
+    first = _starts(runs)
+    assert len(first) == 3
+
+    out = subprocess.run(cmd + ["--json"], cwd=REPO, env={**os.environ, "CELL_SLEEP": "0"}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["counts"] == {"complete": 4}
+    second = _starts(runs)[len(first):]
+    # only the killed cell and the never-started one ran again
+    assert sorted(second) == sorted([running[0]] + [c for c in _rows(runs) if c not in first])
+    assert len(second) == 2
+    assert all(r["status"] == "complete" for r in _rows(runs).values())
