@@ -23,6 +23,13 @@ SetOpt = Annotated[
 ]
 
 
+def _rank() -> int:
+    """The process rank under accelerate/torchrun (0 when not distributed)."""
+    import os
+
+    return int(os.environ.get("RANK", "0") or 0)
+
+
 @handle_errors
 def train(
     recipe: RecipeOpt = None,
@@ -90,14 +97,17 @@ def train(
                 typer.echo(yaml.safe_dump(rec.resolved, sort_keys=False), nl=False)
             return
         run_seed = getattr(rec.config, "seed", None)
+        if out is None and _rank() > 0:
+            raise LfoError("under `accelerate launch`, pass --out so every process uses the same run dir")
         run_dir = out or Path("runs") / f"{Path(rec.name).stem}_s{run_seed}_{time.strftime('%Y%m%d-%H%M%S')}"
-        if (run_dir / "recipe.yaml").exists():
-            raise LfoError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
-        meta = run_metadata(seed=getattr(rec.config, "seed", None), config=rec.resolved)
-        meta.update(recipe=rec.name, recipe_chain=rec.chain, kind=rec.kind)
-        atomic_write_json(run_dir / "run.json", meta)
+        if _rank() == 0:  # under accelerate/torchrun only the main process owns the run dir's metadata
+            if (run_dir / "recipe.yaml").exists():
+                raise LfoError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(run_dir / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
+            meta = run_metadata(seed=getattr(rec.config, "seed", None), config=rec.resolved)
+            meta.update(recipe=rec.name, recipe_chain=rec.chain, kind=rec.kind)
+            atomic_write_json(run_dir / "run.json", meta)
 
     runner = recipes.runner_for(rec.kind)
     summary = runner(rec.config, run_dir, resume=resume is not None)

@@ -24,9 +24,9 @@ from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl, iter
 from lfo_cli.train.recipe_config import TrainConfig
 
 
-def prompts_per_step(args) -> int:
+def prompts_per_step(args, num_processes: int) -> int:
     """Tasks (prompts) consumed by one optimizer step: the x-axis unit of the sample-efficiency claim."""
-    completions = args.per_device_train_batch_size * args.gradient_accumulation_steps * max(args.world_size, 1)
+    completions = args.per_device_train_batch_size * args.gradient_accumulation_steps * num_processes
     return completions // args.num_generations
 
 
@@ -150,24 +150,28 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 
     args = cfg.grpo_args(str(out_dir))
-    per_step = prompts_per_step(args)
     dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty) for t in tasks])
     val_tasks = stratified_tasks(world.tasks["val"], cfg.eval.num_tasks)
     callbacks = [
-        RunLog(out_dir, per_step),
+        RunLog(out_dir, 0),
         Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,
-                   per_step, cfg.eval.save_trajectories_every, args.max_tool_calling_iterations),
+                   0, cfg.eval.save_trajectories_every, args.max_tool_calling_iterations),
     ]
     trainer = DualLoRAGRPOTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
         environment_factory=make_env_factory(world, seed=cfg.seed, max_turns=args.max_tool_calling_iterations),
         callbacks=callbacks,
     )
+    per_step = prompts_per_step(args, trainer.accelerator.num_processes)
+    for callback in callbacks:
+        callback.tasks_per_step = per_step
     checkpoint = get_last_checkpoint(str(out_dir)) if resume else None
-    if checkpoint:
+    if checkpoint and trainer.is_world_process_zero():
         _truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]))
     started = time.time()
     trainer.train(resume_from_checkpoint=checkpoint)
+    if not trainer.is_world_process_zero():  # other ranks: the main process writes the run's outputs
+        return {"status": "complete", "rank": trainer.args.process_index}
     save_adapters(trainer.model, out_dir)
     summary = {
         "status": "complete",

@@ -87,3 +87,18 @@ def test_kill_and_resume_continue_without_gap(setup, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["resumed_from"]
     assert steps_logged(out) == [1, 2, 3, 4, 5]
+
+
+def test_accelerate_two_cpu_processes(setup, tmp_path):
+    """The real distributed path: `accelerate launch` with 2 CPU processes (gloo) runs 2 steps."""
+    out = tmp_path / "ddp"
+    cmd = train_cmd(setup, out, 2)
+    i = cmd.index("-m")
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+              str(Path(__file__).resolve().parents[2] / "recipes" / "accelerate" / "cpu_2proc.yaml"), *cmd[i:]]
+    done = subprocess.run(launch, capture_output=True, text=True, env=env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    # 4 completions per process per step x 2 processes / 2 generations = 4 tasks per step
+    assert summary["steps"] == 2 and summary["tasks_seen"] == 8
+    assert steps_logged(out) == [1, 2]
