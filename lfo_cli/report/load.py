@@ -1,0 +1,231 @@
+"""Find run dirs, read them, and group them into conditions.
+
+Two kinds of run dir are read (the formats are owned by their writers; see docs/report.md):
+
+- **training** (``lfo train``, kind ``grpo``): ``run.json`` + ``recipe.yaml`` (resolved recipe) +
+  ``metrics.jsonl`` (rows with ``step``, ``tasks_seen`` and prefixed metrics) + ``summary.json``
+  (``status``) and optionally ``transfer_eval*.json``;
+- **WMIL** (``lfo wmil train``): ``config.json`` (with ``task``) + ``metrics.jsonl`` (``step``,
+  ``charts/success``, ``charts/env_steps``, ...) + ``summary.json``.
+
+A run's *condition* is its resolved config minus the seed and pure bookkeeping keys (logging and
+checkpoint intervals). Runs with equal conditions are seeds of one condition; a condition is named
+by the keys that vary across the runs being reported (``wm.coef=0.5, lora.r=32``). For training runs
+``wm.coef == 0`` is the baseline, and the world-model-only keys (predict, coupling, lr, lengths) are
+blanked for it, so baselines from different grids pool.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lfo_cli.errors import LfoError
+from lfo_cli.io import iter_jsonl, read_json
+
+# keys that never define a condition (bookkeeping), per kind
+IGNORED = {
+    "grpo": {"seed", "wm.grad_probe_every", "trainer.logging_steps", "trainer.save_steps", "trainer.save_total_limit",
+             "trainer.dataloader_num_workers", "eval.save_trajectories_every", "kind"},
+    "wmil": {"seed", "log_every", "save_every", "threads", "parent_timeout", "parent_max_retries"},
+}
+# world-model keys that mean nothing when wm.coef == 0 (blanked so baselines pool)
+WM_ONLY = ("wm.predict", "wm.coupling", "wm.learning_rate", "wm.max_length", "wm.max_examples")
+BLANK = "-"
+
+
+@dataclass
+class Run:
+    path: Path
+    kind: str  # grpo | wmil | other kinds (kept in the tidy table only)
+    seed: int | None
+    config: dict[str, Any]  # flattened, dotted keys
+    status: str  # complete | incomplete (no summary.json with status complete)
+    rows: list[dict]  # metrics.jsonl rows (deduplicated: last row per step and key wins)
+    summary: dict = field(default_factory=dict)
+    transfer: dict[str, dict] = field(default_factory=dict)  # split -> {"success": x, "n": n}
+    condition: str = ""  # assigned by assign_conditions
+    role: str = ""  # grpo: baseline | dual
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(obj, (list, tuple)):
+        out[prefix] = json.dumps(list(obj), sort_keys=True)
+    else:
+        out[prefix] = obj
+    return out
+
+
+def _is_run_dir(p: Path) -> bool:
+    return (p / "metrics.jsonl").is_file() and any((p / f).is_file() for f in ("run.json", "config.json", "recipe.yaml"))
+
+
+def discover(paths: list[Path]) -> list[Path]:
+    """Run dirs among ``paths`` (each a run dir or a parent scanned recursively), sorted, unique."""
+    found: set[Path] = set()
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise LfoError(f"{p}: no such file or directory")
+        if not p.is_dir():
+            raise LfoError(f"{p}: not a directory (give run dirs or folders that contain them)")
+        if _is_run_dir(p):
+            found.add(p)
+            continue
+        for m in p.rglob("metrics.jsonl"):
+            d = m.parent
+            rel = d.relative_to(p).parts
+            if any(part.startswith(".") or part.startswith("checkpoint-") for part in rel):
+                continue
+            if _is_run_dir(d):
+                found.add(d)
+    return sorted(found, key=lambda q: str(q))
+
+
+def _dedupe(rows: list[dict]) -> list[dict]:
+    """Merge rows per step in file order (later values win): a resumed run's re-logged steps count once."""
+    by_step: dict[Any, dict] = {}
+    out_rows: list[dict] = []
+    for row in rows:
+        if "step" not in row:
+            continue
+        step = row["step"]
+        if step not in by_step:
+            by_step[step] = {}
+            out_rows.append(by_step[step])
+        by_step[step].update({k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                              and math.isfinite(v)})
+    return sorted(out_rows, key=lambda r: r["step"])
+
+
+def _transfer_files(path: Path) -> dict[str, dict]:
+    """``transfer_eval*.json``: ``{"splits": {name: {"success", "n"}}}`` or ``{"split", "success"|"overall"}``."""
+    out: dict[str, dict] = {}
+    for f in sorted(path.glob("transfer_eval*.json")):
+        data = read_json(f)
+        entries = []
+        if isinstance(data, dict) and isinstance(data.get("splits"), dict):
+            entries = list(data["splits"].items())
+        elif isinstance(data, dict) and "split" in data:
+            entries = [(data["split"], data)]
+        for split, body in entries:
+            if not isinstance(body, dict):
+                continue
+            src = body.get("overall") if isinstance(body.get("overall"), dict) else body
+            if isinstance(src.get("success"), (int, float)):
+                out[str(split)] = {"success": float(src["success"]), "n": src.get("n")}
+    return out
+
+
+def read_run(path: Path) -> Run:
+    path = Path(path)
+    rows = _dedupe(list(iter_jsonl(path / "metrics.jsonl")))
+    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
+    if not isinstance(summary, dict):
+        summary = {}
+    if (path / "config.json").is_file() and not (path / "run.json").is_file():
+        cfg = read_json(path / "config.json")
+        if not isinstance(cfg, dict) or "task" not in cfg:
+            raise LfoError(f"{path}/config.json: not a WMIL config (no 'task')")
+        status = "complete" if summary else "incomplete"
+        return Run(path, "wmil", cfg.get("seed"), flatten(cfg), status, rows, summary)
+    meta = read_json(path / "run.json") if (path / "run.json").is_file() else {}
+    cfg: Any = None
+    if (path / "recipe.yaml").is_file():
+        try:
+            cfg = yaml.safe_load((path / "recipe.yaml").read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise LfoError(f"{path}/recipe.yaml: corrupt ({exc})") from None
+    if not isinstance(cfg, dict):
+        cfg = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    kind = str(cfg.get("kind") or meta.get("kind") or "unknown")
+    status = "complete" if summary.get("status") == "complete" or (path / ".complete").exists() else "incomplete"
+    seed = cfg.get("seed", meta.get("seed"))
+    return Run(path, kind, seed, flatten(cfg), status, rows, summary, _transfer_files(path))
+
+
+def load_runs(paths: list[Path]) -> tuple[list[Run], list[tuple[str, str]]]:
+    """(runs, skipped) — a run dir that cannot be read is skipped with its reason, not fatal."""
+    runs, skipped = [], []
+    for d in discover(paths):
+        try:
+            runs.append(read_run(d))
+        except LfoError as exc:
+            skipped.append((str(d), str(exc)))
+    return runs, skipped
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v)) if abs(v) < 1e15 else str(v)
+    return str(v)
+
+
+def _sort_value(v: Any):
+    return (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+
+
+def _distinct(cfgs: list[dict], key: str, kind: str) -> int:
+    vals = {json.dumps(c.get(key), sort_keys=True, default=str) for c in cfgs}
+    if kind == "grpo" and key in WM_ONLY:  # blanked for baselines: varies only if the duals differ
+        vals.discard(json.dumps(BLANK))
+    return len(vals)
+
+
+def assign_conditions(runs: list[Run]) -> dict[str, list[str]]:
+    """Set ``run.condition``/``run.role``; return {kind: varying keys} (the keys that name conditions)."""
+    varying: dict[str, list[str]] = {}
+    for kind in sorted({r.kind for r in runs}):
+        group = [r for r in runs if r.kind == kind]
+        ignored = IGNORED.get(kind, {"seed"})
+        cfgs = []
+        for r in group:
+            c = {k: v for k, v in r.config.items() if k not in ignored}
+            if kind == "grpo" and float(c.get("wm.coef", 0.5) or 0) == 0.0:
+                c.update({k: BLANK for k in WM_ONLY if k in c})
+            cfgs.append(c)
+        keys = sorted({k for c in cfgs for k in c})
+        vary = [k for k in keys if _distinct(cfgs, k, kind) > 1]
+        if kind == "grpo" and "wm.coef" in vary:  # the lambda axis first: it decides the role
+            vary = ["wm.coef"] + [k for k in vary if k != "wm.coef"]
+        varying[kind] = vary
+        for r, c in zip(group, cfgs, strict=True):
+            label = ", ".join(f"{k}={_fmt(c.get(k))}" for k in vary)
+            if kind == "grpo":
+                r.role = "baseline" if float(c.get("wm.coef", 0.5) or 0) == 0.0 else "dual"
+                r.condition = f"{r.role} ({label})" if label else r.role
+            else:
+                r.condition = label or kind
+            r._cond_cfg = c  # type: ignore[attr-defined]
+    return varying
+
+
+def condition_order(runs: list[Run], kind: str, varying: list[str]) -> list[str]:
+    """Conditions of ``kind`` sorted: baseline first, then by the varying keys' values (numbers numerically)."""
+    seen: dict[str, tuple] = {}
+    for r in runs:
+        if r.kind != kind or r.condition in seen:
+            continue
+        c = r._cond_cfg  # type: ignore[attr-defined]
+        seen[r.condition] = (0 if r.role == "baseline" else 1, *[_sort_value(c.get(k)) for k in varying])
+    return sorted(seen, key=lambda name: (seen[name], name))
+
+
+def condition_values(runs: list[Run], condition: str) -> dict[str, Any]:
+    for r in runs:
+        if r.condition == condition:
+            return dict(r._cond_cfg)  # type: ignore[attr-defined]
+    return {}
