@@ -166,8 +166,9 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     for callback in callbacks:
         callback.tasks_per_step = per_step
     checkpoint = get_last_checkpoint(str(out_dir)) if resume else None
-    if checkpoint and trainer.is_world_process_zero():
-        _truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]))
+    if resume and trainer.is_world_process_zero():
+        # Continue from checkpoint-N: drop rows logged after N. No checkpoint yet: the run starts over.
+        _truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]) if checkpoint else -1)
     started = time.time()
     trainer.train(resume_from_checkpoint=checkpoint)
     if not trainer.is_world_process_zero():  # other ranks: the main process writes the run's outputs
