@@ -1,0 +1,157 @@
+"""What the world-model adapter learned: predicted vs actual rep replies on recorded phone calls.
+
+Metrics (overall and per reply category):
+
+* token accuracy — teacher-forced argmax equals the target token, over the ``<|csr|>…<|/csr|>`` tokens;
+* perplexity — exp of the mean target-token cross-entropy;
+* BLEU — sacrebleu corpus BLEU of the greedy-generated reply against the actual reply;
+* semantic accuracy — the generated reply, parsed with the environment's own ``parse_reply``, has the
+  same category and the same requested-field set as the actual reply.
+
+``probe`` builds the seed's synthetic probes from the environment itself: a call without any
+identity data (the rep must ask for authentication) and a call with exactly the required data (the
+rep must serve), over many companies of the training and held-out splits.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+PHONE = "make_phone_call"
+
+
+def recorded_phone_calls(world, split: str, episodes: int, seed: int = 0, policy: str = "probe") -> list:
+    """Phone-call transitions from reference-policy episodes (noisy, so replies cover every category)."""
+    from lfo_cli.env import Episode, NoiseConfig, run_episode
+
+    tasks = list(world.tasks[split])
+    rng = random.Random(seed)
+    rng.shuffle(tasks)
+    out = []
+    episode = Episode(world)
+    for i, task in enumerate(tasks[:episodes]):
+        run_episode(episode, policy, task, rollout_seed=seed * 100_003 + i,
+                    noise=NoiseConfig(epsilon=0.2, field_dropout=0.2))
+        out += [t for t in episode.transitions if t.action.get("tool") == PHONE]
+    return out
+
+
+def probe_transitions(world, splits: Sequence[str] = ("val", "transfer"), companies: int = 50, seed: int = 0):
+    """(transition, expected category, split) for no-auth and full-auth calls on the first department."""
+    from lfo_cli.env import Episode, run_episode
+
+    out = []
+    for split in splits:
+        seen = set()
+        for i, task in enumerate(world.tasks[split]):
+            if task.difficulty != 1 or task.company_id in seen or len(seen) >= companies:
+                continue
+            seen.add(task.company_id)
+            episode = Episode(world)
+            # no auth: search, then call the right department with nothing
+            episode.reset(task, rollout_seed=seed + i)
+            company = world.companies[task.company_id]
+            episode.step("search_company", {"company_name": company.name})
+            phone = next(d.phone for d in company.departments if d.name == task.steps[0].department)
+            episode.step(PHONE, {"phone_number": phone, "auth_info": {}})
+            out.append((episode.transitions[-1], "auth_failure", split))
+            # full auth: the oracle's successful call
+            run_episode(episode, "oracle", task, rollout_seed=seed + i)
+            calls = [t for t in episode.transitions if t.action.get("tool") == PHONE and t.category == "success"]
+            if calls:
+                out.append((calls[-1], "success", split))
+    return out
+
+
+def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int = 512, max_new_tokens: int = 96,
+                         batch_size: int = 16, generate: bool = True) -> dict[str, Any]:
+    """Per-example rows and aggregate metrics for a world-model adapter on phone-call transitions."""
+    import sacrebleu
+    import torch
+
+    from lfo_cli.env import format_world_model_input, parse_reply, strip_target_markers, world_model_example
+    from lfo_cli.train.wm_loss import build_batch, masked_lm_loss
+
+    model.eval()
+    rows = []
+    for start in range(0, len(transitions), batch_size):
+        chunk = transitions[start : start + batch_size]
+        batch = build_batch(tokenizer, [world_model_example(t) for t in chunk], max_length)
+        with torch.no_grad():
+            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            loss, correct, count = masked_lm_loss(logits, batch.labels)
+        predictions = _generate(model, tokenizer, [format_world_model_input(t.state, t.action) for t in chunk],
+                                max_length, max_new_tokens) if generate else [""] * len(chunk)
+        for t, l_, c, n, pred_text in zip(chunk, loss.tolist(), correct.tolist(), count.tolist(), predictions,
+                                          strict=True):
+            actual = parse_reply(t.observation)
+            pred_reply = strip_target_markers(pred_text)
+            predicted = parse_reply(pred_reply)
+            rows.append({
+                "category": t.category, "actual": t.observation, "predicted": pred_reply,
+                "loss": l_, "correct": c, "count": n,
+                "semantic_ok": predicted.category == actual.category and predicted.fields == actual.fields,
+                "predicted_category": predicted.category,
+            })
+    def summarise(sub: list[dict]) -> dict[str, Any]:
+        tokens = sum(r["count"] for r in sub)
+        nll = sum(r["loss"] * r["count"] for r in sub) / max(tokens, 1)
+        out = {
+            "n": len(sub),
+            "token_accuracy": sum(r["correct"] for r in sub) / max(tokens, 1),
+            "perplexity": math.exp(min(nll, 50.0)),
+            "semantic_accuracy": sum(r["semantic_ok"] for r in sub) / max(len(sub), 1),
+        }
+        if generate:
+            out["bleu"] = sacrebleu.corpus_bleu([r["predicted"] for r in sub], [[r["actual"] for r in sub]]).score
+        return out
+
+    by_category = defaultdict(list)
+    for r in rows:
+        by_category[r["category"]].append(r)
+    return {
+        "overall": summarise(rows) if rows else {"n": 0},
+        "by_category": {k: summarise(v) for k, v in sorted(by_category.items())},
+        "examples": rows,
+    }
+
+
+def _generate(model, tokenizer, prompts: list[str], max_length: int, max_new_tokens: int) -> list[str]:
+    """Greedy continuation of each world-model input (left-padded batch), cut at ``<|/csr|>``."""
+    import torch
+
+    from lfo_cli.env.formatting import CSR_CLOSE
+
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    try:
+        enc = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True,
+                        max_length=max_length, add_special_tokens=False)
+    finally:
+        tokenizer.padding_side = side
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
+                             pad_token_id=tokenizer.pad_token_id)
+    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return [t.split(CSR_CLOSE)[0] + (CSR_CLOSE if CSR_CLOSE in t else "") for t in texts]
+
+
+def probe_scores(model, tokenizer, world, companies: int = 50, seed: int = 0, max_length: int = 512) -> dict[str, Any]:
+    """Share of probes whose generated reply has the expected category, per split and probe kind."""
+    from lfo_cli.env import format_world_model_input, parse_reply, strip_target_markers
+
+    probes = probe_transitions(world, companies=companies, seed=seed)
+    prompts = [format_world_model_input(t.state, t.action) for t, _, _ in probes]
+    preds = []
+    for start in range(0, len(prompts), 16):
+        preds += _generate(model, tokenizer, prompts[start : start + 16], max_length, 96)
+    table: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for (_t, expected, split), pred in zip(probes, preds, strict=True):
+        ok = parse_reply(strip_target_markers(pred)).category == expected
+        table[split][expected].append(ok)
+    return {split: {kind: {"n": len(v), "correct": sum(v) / len(v)} for kind, v in kinds.items()}
+            for split, kinds in sorted(table.items())}

@@ -1,0 +1,57 @@
+"""Load a training run's base model with its policy or world-model adapter (for evaluation)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lfo_cli.errors import LfoError
+
+POLICY_DIR = "."
+WORLD_MODEL_DIR = "world_model"
+
+
+def _adapter_dir(run_dir: Path, which: str) -> Path:
+    path = run_dir if which == "policy" else run_dir / WORLD_MODEL_DIR
+    if not (path / "adapter_config.json").is_file():
+        raise LfoError(f"{run_dir}: no {which} adapter (expected {path / 'adapter_config.json'}); is the run finished?")
+    return path
+
+
+def run_recipe(run_dir: str | Path) -> dict[str, Any]:
+    path = Path(run_dir) / "recipe.yaml"
+    if not path.is_file():
+        raise LfoError(f"{run_dir}: not a run directory (no recipe.yaml)")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise LfoError(f"{path}: corrupt recipe ({exc})") from None
+    if not isinstance(data, dict):
+        raise LfoError(f"{path}: corrupt recipe (not a mapping)")
+    return data
+
+
+def base_model_of(run_dir: str | Path, which: str = "policy") -> str:
+    cfg_path = _adapter_dir(Path(run_dir), which) / "adapter_config.json"
+    try:
+        base = json.loads(cfg_path.read_text())["base_model_name_or_path"]
+    except (json.JSONDecodeError, KeyError) as exc:
+        raise LfoError(f"{cfg_path}: corrupt adapter config ({exc})") from None
+    return base
+
+
+def load_run_model(run_dir: str | Path, which: str = "policy", dtype: str = "float32", base: str | None = None):
+    """``(PeftModel, tokenizer)``: the run's base with its `policy` or `world_model` adapter, in eval mode."""
+    from peft import PeftModel
+
+    from lfo_cli.models.registry import load_model
+
+    run_dir = Path(run_dir)
+    adapter = _adapter_dir(run_dir, which)
+    model, tokenizer = load_model(base or base_model_of(run_dir, which), dtype=dtype)
+    peft_model = PeftModel.from_pretrained(model, str(adapter), adapter_name=which)
+    peft_model.eval()
+    return peft_model, tokenizer
