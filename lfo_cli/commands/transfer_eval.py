@@ -1,12 +1,82 @@
-"""`lfo transfer-eval` (issue #6): registered, not built yet."""
+"""`lfo transfer-eval RUN_DIR`: zero-shot success on held-out companies (and val, for the gap)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from lfo_cli.commands._common import not_built
+from lfo_cli.commands._common import JsonOpt, SeedOpt, handle_errors, print_json
+from lfo_cli.errors import LfoError
+
+CONTEXT: dict = {}
 
 
-def transfer_eval(ctx: typer.Context) -> None:
-    """Not built yet: exits 2 and says so."""
-    not_built("transfer-eval", 6)
+@handle_errors
+def transfer_eval(
+    run_dir: Annotated[Path, typer.Argument(help="A finished `lfo train` run directory.")],
+    split: Annotated[str, typer.Option("--split", help="transfer, val, or both (the train/held-out gap).")] = "both",
+    samples: Annotated[int, typer.Option("--samples", min=1, help="Rollouts per task (k).")] = 1,
+    max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1, help="Evaluate the first N tasks.")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature.")] = 1.0,
+    backend: Annotated[str, typer.Option("--backend", help="transformers (CPU/GPU) or vllm (GPU + [gpu] extra).")] = "transformers",
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="World data (default: the run's data.dir).")] = None,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Success by difficulty with Wilson 95% intervals, plus behaviour metrics; writes RUN/transfer_eval.json.
+
+    The same tasks, order and sampling seed are used for every run, so comparisons are paired.
+
+    Examples:
+
+      lfo transfer-eval runs/dual_s0
+
+      lfo transfer-eval runs/dual_s0 --split transfer --samples 4 --json
+    """
+    from rich.progress import Progress
+
+    from lfo_cli.eval.transfer import transfer_eval as evaluate
+    from lfo_cli.io import atomic_write_json
+
+    if split not in ("transfer", "val", "both"):
+        raise LfoError(f"--split must be transfer, val or both, got '{split}'")
+    if backend not in ("transformers", "vllm"):
+        raise LfoError(f"--backend must be transformers or vllm, got '{backend}'")
+    splits = ("transfer", "val") if split == "both" else (split,)
+    with Progress(transient=True, disable=json_out) as progress:
+        task = progress.add_task("rolling out", total=None)
+        result = evaluate(run_dir, splits, samples=samples, max_tasks=max_tasks, temperature=temperature,
+                          seed=seed, backend=backend, data_dir=data_dir,
+                          progress=lambda done, total: progress.update(task, completed=done, total=total))
+    atomic_write_json(Path(run_dir) / "transfer_eval.json", result)
+    if json_out:
+        print_json(result)
+        return
+    _print(result)
+
+
+def _print(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"zero-shot success ({result['samples']} sample(s)/task, T={result['temperature']})")
+    for col in ("split", "difficulty", "n", "success", "95% CI"):
+        table.add_column(col)
+    for split, row in result["splits"].items():
+        table.add_row(split, "all", str(row["n"]), f"{row['success']:.3f}", f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
+        for d, sub in row["by_difficulty"].items():
+            table.add_row("", d, str(sub["n"]), f"{sub['success']:.3f}", f"[{sub['ci_low']:.3f}, {sub['ci_high']:.3f}]")
+    console = Console()
+    console.print(table)
+    behaviour = Table(title="behaviour")
+    behaviour.add_column("metric")
+    for split in result["splits"]:
+        behaviour.add_column(split, justify="right")
+    keys = sorted({k for row in result["splits"].values() for k in row["behaviour"]})
+    for k in keys:
+        behaviour.add_row(k, *[f"{row['behaviour'].get(k, float('nan')):.3f}" for row in result["splits"].values()])
+    console.print(behaviour)
+    if result.get("gap") is not None:
+        console.print(f"train-company advantage (val - transfer): {result['gap']:+.3f}")

@@ -1,0 +1,91 @@
+"""Zero-shot transfer: a run's policy on held-out companies vs validation tasks of training companies.
+
+Every checkpoint compared is evaluated on the same tasks, in the same order, with the same sampling
+seed, so differences between checkpoints are paired. Success rates carry Wilson 95% intervals.
+
+Output schema (``RUN/transfer_eval.json``, also ``lfo transfer-eval --json``)::
+
+    {"run_dir": str, "backend": "transformers" | "vllm", "samples": int, "seed": int, "temperature": float,
+     "splits": {SPLIT: {"n": int, "successes": int, "success": float, "ci_low": float, "ci_high": float,
+                        "by_difficulty": {"1": {"n", "successes", "success", "ci_low", "ci_high"}, ...},
+                        "behaviour": {"auth_before_first_call": float, "order_correct": float,
+                                      "phone_calls_per_task": float, "forms_per_task": float,
+                                      "invalid_calls_per_task": float, "valid_tool_call_rate": float}}},
+     "gap": float | null}          # val success - transfer success (train-company advantage)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from lfo_cli.eval.stats import wilson_interval
+
+BEHAVIOUR_KEYS = {
+    "auth_before_first_call": "auth_before_first_call",
+    "order_correct": "department_order_correct",
+    "phone_calls_per_task": "phone_calls",
+    "forms_per_task": "forms_submitted",
+    "invalid_calls_per_task": "invalid_tool_calls",
+}
+
+
+def rate_row(successes: int, n: int) -> dict[str, Any]:
+    lo, hi = wilson_interval(successes, n) if n else (0.0, 0.0)
+    return {"n": n, "successes": successes, "success": successes / n if n else 0.0, "ci_low": lo, "ci_high": hi}
+
+
+def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
+    episodes, turns = result["episodes"], result["turns"]
+    row = rate_row(sum(e["success"] for e in episodes), len(episodes))
+    by = defaultdict(list)
+    for e in episodes:
+        by[e["difficulty"]].append(e["success"])
+    row["by_difficulty"] = {str(d): rate_row(sum(v), len(v)) for d, v in sorted(by.items())}
+    behaviour = {}
+    for name, key in BEHAVIOUR_KEYS.items():
+        values = [float(e[key]) for e in episodes if key in e]
+        if values:
+            behaviour[name] = sum(values) / len(values)
+    if turns:
+        call_turns = [t for t in turns if not t.get("final_reply")]
+        behaviour["valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in call_turns) / max(len(call_turns), 1)
+    row["behaviour"] = behaviour
+    return row
+
+
+def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "val"), *, samples: int = 1,
+                  max_tasks: int | None = None, temperature: float = 1.0, seed: int = 0,
+                  backend: str = "transformers", data_dir: str | Path | None = None,
+                  progress=None) -> dict[str, Any]:
+    from lfo_cli.env import load_world
+    from lfo_cli.eval.loading import load_run_model, run_recipe
+    from lfo_cli.models.warmstart import evaluate_agent
+
+    run_dir = Path(run_dir)
+    recipe = run_recipe(run_dir)
+    world = load_world(data_dir or recipe.get("data", {}).get("dir", "data"))
+    max_turns = int(recipe.get("trainer", {}).get("max_tool_calling_iterations", 16))
+    generate_fn = None
+    if backend == "vllm":
+        from lfo_cli.eval.vllm_backend import vllm_generate_fn
+
+        generate_fn = vllm_generate_fn(run_dir)
+        model, tokenizer = None, generate_fn.tokenizer
+    else:
+        model, tokenizer = load_run_model(run_dir, "policy")
+    out: dict[str, Any] = {"run_dir": str(run_dir), "backend": backend, "samples": samples, "seed": seed,
+                           "temperature": temperature, "splits": {}}
+    for split in splits:
+        tasks = list(world.tasks[split])[: max_tasks or None]
+        repeated = [t for t in tasks for _ in range(samples)]
+        kwargs = {"generate_fn": generate_fn} if generate_fn is not None else {}
+        result = evaluate_agent(model, tokenizer, world, repeated, temperature=temperature, max_turns=max_turns,
+                                seed=seed, progress=progress, **kwargs)
+        out["splits"][split] = summarise_split(result)
+    if "val" in out["splits"] and "transfer" in out["splits"]:
+        out["gap"] = out["splits"]["val"]["success"] - out["splits"]["transfer"]["success"]
+    else:
+        out["gap"] = None
+    return out
