@@ -39,12 +39,12 @@ MARKUP = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 class MicroArch:
     """Qwen3 config of the micro tier (see lfo_cli.models.sizing for the measurements)."""
 
-    hidden_size: int = 256
-    num_hidden_layers: int = 4
+    hidden_size: int = 192
+    num_hidden_layers: int = 4  # >= 2 layers for induction-style copying (phone numbers, form values)
     num_attention_heads: int = 4
     num_key_value_heads: int = 2  # GQA halves the KV cache that generation re-reads every token
-    head_dim: int = 64
-    intermediate_size: int = 768
+    head_dim: int = 48
+    intermediate_size: int = 576
     max_position_embeddings: int = 2048  # a 16-turn rollout stays well under 1.5k micro tokens
     rope_theta: float = 10000.0
     tie_word_embeddings: bool = True  # the LM head is the biggest matrix at this size; share it
@@ -226,9 +226,9 @@ def build(out_dir: Path) -> dict[str, Any]:
     """Train the tokenizer on environment text, initialise the model, save both into ``out_dir``."""
     from lfo_cli.io import sha256_file
 
-    corpus = list(environment_corpus())
-    tokenizer = train_tokenizer(corpus, extra_tokens=boilerplate_tokens())
-    model = init_model(tokenizer)
+    corpus = list(environment_corpus(TOKENIZER))
+    tokenizer = train_tokenizer(corpus, TOKENIZER, extra_tokens=boilerplate_tokens())
+    model = init_model(tokenizer, ARCH)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     n_chars = sum(len(t) for t in corpus)
@@ -256,5 +256,5 @@ def count_parameters() -> int:
     info = cache.entry_info(cache_path())
     vocab = (info or {}).get("vocab_size") or TOKENIZER.vocab_size + len(MARKUP) + 8
     with torch.device("meta"):
-        model = Qwen3ForCausalLM(qwen3_config(vocab))
+        model = Qwen3ForCausalLM(qwen3_config(vocab, ARCH))
     return int(sum(p.numel() for p in model.parameters()))

@@ -113,15 +113,18 @@ def tool_result_message(name: str, content: Any) -> dict[str, Any]:
     return {"role": "tool", "name": name, "content": content if isinstance(content, str) else str(content)}
 
 
-def parse_assistant(tokenizer: Any, text: str) -> dict[str, Any]:
+def parse_assistant(tokenizer: Any, text: str, prefix: list[int] | None = None, tools: list | None = None) -> dict:
     """Parse one generated assistant turn the way GRPOTrainer does (``add_response_schema`` +
-    ``parse_response``). Returns the message dict; a malformed call has no ``tool_calls``."""
+    ``parse_response``). ``prefix`` is the prompt's token ids (default: just the assistant header,
+    which the response template anchors on). A malformed call comes back without ``tool_calls``."""
     from trl.chat_template_utils import add_response_schema, parse_response
 
     if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
         add_response_schema(tokenizer)
+    if prefix is None:
+        prefix = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return parse_response(tokenizer, ids)
+    return parse_response(tokenizer, ids, prefix=prefix, tools=tools)
 
 
 def valid_tool_call(message: dict[str, Any], tool_names: set[str] | None = None) -> bool:

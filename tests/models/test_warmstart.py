@@ -1,0 +1,119 @@
+"""Warm start: config validation, recipes, and a tiny-model SFT run end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from lfo_cli.cli import app
+from lfo_cli.errors import LfoError
+from lfo_cli.models import cache
+from lfo_cli.models.warmstart import (
+    DataSection,
+    EvalSection,
+    ModelSection,
+    TrainSection,
+    WarmStartConfig,
+    ensure_warmstart,
+    run_warmstart,
+    stratified_tasks,
+    summarize_eval,
+    warmstart_key,
+)
+from lfo_cli.recipes import load_recipe
+
+
+@pytest.mark.parametrize(
+    ("section", "kwargs", "match"),
+    [
+        (DataSection, {"epsilon": 1.5}, "epsilon"),
+        (DataSection, {"rollouts_per_task": 0}, "rollouts_per_task"),
+        (TrainSection, {"learning_rate": 0}, "learning_rate"),
+        (TrainSection, {"max_length": 8}, "max_length"),
+        (TrainSection, {"max_minutes": -1}, "max_minutes"),
+        (EvalSection, {"temperature": 0}, "temperature"),
+        (ModelSection, {"lora_dropout": 1.0}, "lora_dropout"),
+    ],
+)
+def test_bad_values_are_rejected_with_actionable_messages(section, kwargs, match):
+    with pytest.raises(LfoError, match=match):
+        section(**kwargs)
+
+
+def test_recipes_resolve_and_reject_bad_input():
+    micro = load_recipe("warmstart_micro").config
+    assert micro.model.name == "micro" and micro.model.is_full and micro.data.policy == "prior"
+    assert micro.train.max_minutes is not None and micro.eval.temperature == 1.0
+    smol = load_recipe("warmstart_smollm2").config
+    assert smol.model.name == "smollm2-135m" and not smol.model.is_full
+    with pytest.raises(LfoError, match="must be one of"):
+        load_recipe("warmstart_micro", ["data.policy=oracle"])  # the oracle is never imitated
+    with pytest.raises(LfoError, match="unknown key 'train.epoch'"):
+        load_recipe("warmstart_micro", ["train.epoch=2"])
+    result = CliRunner().invoke(app, ["train", "--recipe", "warmstart_micro", "--set", "eval.temperature=0",
+                                      "--dry-run"])
+    assert result.exit_code == 2 and "temperature" in result.output and "Traceback" not in result.output
+
+
+def test_missing_world_names_the_gen_env_command(tmp_path):
+    cfg = WarmStartConfig(data=DataSection(dir=tmp_path / "nope"))
+    with pytest.raises(LfoError, match="lfo gen-env"):
+        run_warmstart(cfg, tmp_path / "out")
+
+
+def test_summary_metrics_are_computed_from_turns_and_episodes():
+    result = {
+        "turns": [{"valid_tool_call": True, "final_reply": False}] * 9
+        + [{"valid_tool_call": False, "final_reply": False}, {"valid_tool_call": False, "final_reply": True}],
+        "episodes": [{"difficulty": 1, "success": True}, {"difficulty": 2, "success": False},
+                     {"difficulty": 4, "success": False}],
+    }
+    s = summarize_eval(result, teacher=[{"difficulty": 1, "reward": 1.0}, {"difficulty": 1, "reward": 0.0}])
+    assert s["eval/valid_tool_call_rate"] == pytest.approx(0.9)
+    assert s["eval/wellformed_turn_rate"] == pytest.approx(10 / 11)
+    assert s["eval/success_d1_2"] == pytest.approx(0.5) and s["eval/success_d3_5"] == 0.0
+    assert s["teacher/success_d1"] == 0.5
+
+
+def test_stratified_tasks_cover_every_difficulty():
+    class T:
+        def __init__(self, i, d):
+            self.task_id, self.difficulty = f"t{i:03d}", d
+
+    tasks = [T(i, 1 + i % 5) for i in range(50)]
+    picked = stratified_tasks(tasks, 10)
+    assert sorted(t.difficulty for t in picked) == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+
+
+def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, small_world_dir, monkeypatch):
+    monkeypatch.setenv("LFO_HOME", str(tmp_path / "home"))
+    cfg = WarmStartConfig(
+        seed=1,
+        model=ModelSection(name=str(tiny_model_dir), full_finetune=True),
+        data=DataSection(dir=small_world_dir, rollouts_per_task=1, max_tasks=8),
+        train=TrainSection(max_steps=3, batch_size=4, learning_rate=1e-3, logging_steps=1, save_steps=2),
+        eval=EvalSection(num_tasks=4, max_turns=2, max_new_tokens=12, batch_size=4),
+    )
+    out = tmp_path / "run"
+    summary = run_warmstart(cfg, out)
+    # trained: weights moved from the initialisation
+    before = load_file(tiny_model_dir / "model.safetensors")
+    after = load_file(out / "model" / "model.safetensors")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    # recorded: metrics, evaluation tables, metadata, SFT data
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows and all("losses/loss" in r for r in rows if "losses/loss" in r) and rows[-1]["step"] <= 3
+    for name in ("summary.json", "eval_by_difficulty.csv", "eval_by_difficulty.png", "run_metadata.json",
+                 "sft_trajectories.jsonl", "eval_episodes.jsonl"):
+        assert (out / name).is_file(), name
+    assert summary["train/steps"] == 3 and summary["eval/episodes"] == 4
+    assert 0.0 <= summary["eval/valid_tool_call_rate"] <= 1.0
+    assert json.loads((out / "run_metadata.json").read_text())["config"]["seed"] == 1
+    # the finished run is registered in the cache, and ensure_warmstart reuses it without training
+    cached = ensure_warmstart(cfg)
+    assert cached.parent.name.endswith(warmstart_key(cfg)) and cache.is_complete(cached.parent)
+    assert (cached / "model.safetensors").is_file()
