@@ -108,7 +108,7 @@ def main(argv=None) -> dict:
                       f"{vectorised['env_steps_per_s']:,.0f}")
         table.add_row("per-step (seed)", "1", str(per_step["updates"]), str(per_step["env_steps"]),
                       f"{per_step['env_steps_per_s']:,.0f}")
-        Console().print(table)
+        Console(width=max(Console().width, 120)).print(table)
         print(f"ratio vectorised / per-step: {result['ratio']:.1f}x")
         t50 = result["time_to_50pct"]
         print(f"time to 50% PatternEcho success: {t50['training_wall_s']:.2f} s of training "

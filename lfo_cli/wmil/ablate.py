@@ -173,7 +173,7 @@ def run_ablation(base: dict, out: Path, *, seeds: int = 8, first_seed: int = 0, 
         for r in summary_rows:
             table.add_row(r["condition"], r["metric"], f"{r['mean']:.3f}", f"{r['std']:.3f}",
                           f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]")
-        Console().print(table)
+        Console(width=max(Console().width, 120)).print(table)
         if tests:
             t2 = Table(title="paired across seeds (wm minus other)")
             for col in ("comparison", "metric", "mean diff", "95% CI", "wins/losses", "Wilcoxon p", "t-test p"):
@@ -183,6 +183,6 @@ def run_ablation(base: dict, out: Path, *, seeds: int = 8, first_seed: int = 0, 
                 t2.add_row(r["comparison"], r["metric"], f"{r['mean_diff']:+.3f}",
                            f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}]", f"{r['wins']}/{r['losses']}",
                            fmt(r["wilcoxon_p"]), fmt(r["ttest_p"]))
-            Console().print(t2)
+            Console(width=max(Console().width, 120)).print(t2)
         print(f"wrote {out}/runs.csv, summary.csv, tests.csv, ablation.json, ablation.png")
     return result

@@ -133,6 +133,6 @@ def run_eval(run_dir: Path, episodes: int = 1024, seed: int = 0, show: bool = Tr
                 greedy = "-" if row["success_greedy"] is None else f"{row['success_greedy']:.3f}"
                 table.add_row(policy, str(row["level"]), f"{row['success']:.3f}", greedy, wm,
                               f"{row['entropy']:.3f}")
-        Console().print(table)
+        Console(width=max(Console().width, 120)).print(table)
         print(f"wrote {run_dir / 'eval_report.json'}, eval_report.csv, eval_report.png")
     return result

@@ -111,6 +111,6 @@ def run_probe(run_dir: Path, samples: int = 1024, seed: int = 0, show: bool = Tr
         for r in rows:
             fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
             table.add_row(r["attribute"], str(r["classes"]), fmt(r["majority"]), fmt(r["trained_acc"]), fmt(r["untrained_acc"]))
-        Console().print(table)
+        Console(width=max(Console().width, 120)).print(table)
         print(f"wrote {run_dir}/probe.csv, probe.json, tsne.csv, tsne.png")
     return result
