@@ -55,8 +55,12 @@ def load_local_chat_model(name: str = "smollm2-135m"):
     src = gguf_path(name)
     tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
+    import shutil
+
     tmp = cache.with_name(cache.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
-    tmp.replace(cache) if not cache.exists() else None
+    shutil.rmtree(cache, ignore_errors=True)  # an incomplete earlier cache (no model.safetensors)
+    tmp.replace(cache)  # rename: the cache appears complete or not at all
     return model.eval(), tok
