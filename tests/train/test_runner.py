@@ -61,6 +61,7 @@ def test_run_dir_layout_and_adapters_load(setup, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["seed"] == 0 and "torch" in run["versions"] and run["recipe"] == "dual_lora_micro"
     assert steps_logged(out) == [1, 2]
+    assert summary["figures"] == ["curves.csv", "curves.png"] and (out / "curves.png").stat().st_size > 0
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
