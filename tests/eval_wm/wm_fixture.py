@@ -30,7 +30,7 @@ def tiny_dual_model(tokenizer):
     return attach_dual_lora(base, lora)
 
 
-def train_world_model(model, tokenizer, transitions, steps: int = 150, lr: float = 3e-3, seed: int = 0):
+def train_world_model(model, tokenizer, transitions, steps: int = 150, lr: float = 3e-3, seed: int = 0, max_length: int = 384):
     """Supervised world-model steps (the trainer's WM term alone): world_model adapter active."""
     from lfo_cli.env import world_model_example
     from lfo_cli.train.adapters import WORLD_MODEL, active, adapter_params
@@ -44,7 +44,7 @@ def train_world_model(model, tokenizer, transitions, steps: int = 150, lr: float
     with active(model, WORLD_MODEL):
         for _ in range(steps):
             idx = torch.randint(len(examples), (8,), generator=g).tolist()
-            loss, _, _ = world_model_forward(model, build_batch(tokenizer, [examples[i] for i in idx], 384))
+            loss, _, _ = world_model_forward(model, build_batch(tokenizer, [examples[i] for i in idx], max_length))
             loss.backward()
             opt.step()
             opt.zero_grad()
