@@ -25,6 +25,8 @@ def inspect_wm(
     episodes: Annotated[int, typer.Option("--episodes", min=1, help="Fresh episodes to record phone calls from.")] = 40,
     probe: Annotated[bool, typer.Option("--probe", help="Also run the seed's synthetic probes (val + transfer).")] = False,
     show: Annotated[int, typer.Option("--show", min=0, help="Side-by-side examples to print.")] = 5,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Generated reply length cap.")] = 96,
+    probe_companies: Annotated[int, typer.Option("--probe-companies", min=1, help="Companies per split to probe.")] = 50,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="World data (default: the run's data.dir).")] = None,
     seed: SeedOpt = 0,
     json_out: JsonOpt = False,
@@ -56,11 +58,12 @@ def inspect_wm(
         raise LfoError(f"no phone calls to inspect in {source}")
     model, tokenizer = load_run_model(run_dir, "world_model")
     max_length = int(recipe.get("wm", {}).get("max_length", 512))
-    result = evaluate_world_model(model, tokenizer, calls, max_length=max_length)
+    result = evaluate_world_model(model, tokenizer, calls, max_length=max_length, max_new_tokens=max_new_tokens)
     out = {"run_dir": str(run_dir), "source": source, "overall": result["overall"],
            "by_category": result["by_category"]}
     if probe:
-        out["probes"] = probe_scores(model, tokenizer, world, seed=seed, max_length=max_length)
+        out["probes"] = probe_scores(model, tokenizer, world, companies=probe_companies, seed=seed,
+                                     max_length=max_length, max_new_tokens=max_new_tokens)
     if json_out:
         print_json(out)
         return

@@ -140,7 +140,8 @@ def _generate(model, tokenizer, prompts: list[str], max_length: int, max_new_tok
     return [t.split(CSR_CLOSE)[0] + (CSR_CLOSE if CSR_CLOSE in t else "") for t in texts]
 
 
-def probe_scores(model, tokenizer, world, companies: int = 50, seed: int = 0, max_length: int = 512) -> dict[str, Any]:
+def probe_scores(model, tokenizer, world, companies: int = 50, seed: int = 0, max_length: int = 512,
+                 max_new_tokens: int = 96) -> dict[str, Any]:
     """Share of probes whose generated reply has the expected category, per split and probe kind."""
     from lfo_cli.env import format_world_model_input, parse_reply, strip_target_markers
 
@@ -148,7 +149,7 @@ def probe_scores(model, tokenizer, world, companies: int = 50, seed: int = 0, ma
     prompts = [format_world_model_input(t.state, t.action) for t, _, _ in probes]
     preds = []
     for start in range(0, len(prompts), 16):
-        preds += _generate(model, tokenizer, prompts[start : start + 16], max_length, 96)
+        preds += _generate(model, tokenizer, prompts[start : start + 16], max_length, max_new_tokens)
     table: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for (_t, expected, split), pred in zip(probes, preds, strict=True):
         ok = parse_reply(strip_target_markers(pred)).category == expected

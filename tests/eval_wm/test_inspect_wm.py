@@ -53,7 +53,8 @@ def runs(tmp_path_factory):
 
 
 def inspect(run: Path, *extra: str) -> dict:
-    result = CliRunner().invoke(app, ["inspect-wm", str(run), "--episodes", "12", "--json", *extra])
+    result = CliRunner().invoke(app, ["inspect-wm", str(run), "--episodes", "8", "--max-new-tokens", "40",
+                                       "--probe-companies", "3", "--json", *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
