@@ -96,6 +96,14 @@ def boilerplate_tokens(tools: list[dict] | None = None) -> list[str]:
         opening = f'{{"name": "{name}", "arguments": '
         if opening in call:
             pieces.append(opening)
+            # ... and through the first required argument's key and value opener, e.g.
+            # '{"name": "search_company", "arguments": {"company_name": "' (fewer tokens to get wrong)
+            params = t["function"].get("parameters", {})
+            required = params.get("required") or []
+            if required:
+                kind = params.get("properties", {}).get(required[0], {}).get("type")
+                opener = {"string": '"', "array": "["}.get(kind, "")
+                pieces.append(opening + json.dumps({required[0]: None})[:-5] + opener)
     return [p for p in pieces if p and IM_END not in p and IM_START not in p]
 
 

@@ -60,8 +60,8 @@ def test_digits_are_single_tokens(tiny_tokenizer):
 def test_prompt_is_compact_and_boilerplate_is_one_token_each(tiny_tokenizer):
     tools = prompts.tool_schemas(CustomerServiceEnv)
     boiler = micro.boilerplate_tokens(tools)
-    # preamble + one line per tool + postamble + one call opening per tool
-    assert len(boiler) == 2 + 2 * len(tools)
+    # preamble + one line per tool + postamble + two call openings per tool (name; name + first argument)
+    assert len(boiler) == 2 + 3 * len(tools)
     messages = prompts.build_messages("Dispute a charge at Acme Bank. You are acting for the customer, Ann Lee.")
     ids = tiny_tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True,
                                              return_dict=False)

@@ -1,0 +1,166 @@
+"""Seconds per dual-LoRA GRPO step for `micro` and `smollm2-135m`, split into its parts, in one run.
+
+For each model and batch shape (prompts x generations) one real step's work is timed with the
+project's trainer (``DualLoRAGRPOTrainer``, TRL's multi-turn tool loop against the environment):
+
+* generation: ``_generate_and_score_completions`` (rollouts with tool calls, rewards, world-model
+  examples from the transition log);
+* policy loss: ``compute_loss`` + ``backward`` with lambda = 0 (plain DAPO, bit-for-bit TRL's loss);
+* world-model loss: the extra time of ``compute_loss`` + ``backward`` with lambda = 0.5
+  (``separate`` coupling, the seed's) over the lambda = 0 one;
+* optimizer: one AdamW step over both adapters.
+
+    python benchmarks/step_time.py                                 # micro and smollm2, 4x4 and 8x8
+    python benchmarks/step_time.py --models micro --shapes 4x4 --json
+    python benchmarks/step_time.py --models smollm2-135m --shapes 4x4 --max-completion-length 256
+
+``micro`` uses its warm-started base when it is cached (``--warmstart auto``): a from-scratch model
+rambles until the token limit, which is not the regime RL runs in. ``smollm2-135m`` uses its
+warm start when cached, else the pretrained base. Goal (issue #4): micro 4 x 4 <= 15 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+from pathlib import Path
+
+RECIPES = {"micro": ("dual_lora_micro", "warmstart_micro"), "smollm2-135m": ("dual_lora", "warmstart_smollm2")}
+
+
+def _base_model(name: str, warmstart_recipe: str, mode: str, data_dir: str) -> tuple[str, bool]:
+    from lfo_cli.models import cache
+    from lfo_cli.models.warmstart import _resolve_cfg, ensure_warmstart, warmstart_cache_path
+
+    if mode == "never":
+        return name, False
+    _, wcfg = _resolve_cfg(warmstart_recipe)
+    wcfg.data.dir = Path(data_dir)
+    if mode == "build" or cache.is_complete(warmstart_cache_path(wcfg)):
+        return str(ensure_warmstart(warmstart_recipe, data_dir=data_dir)), True
+    return name, False
+
+
+def measure(name: str, prompts: int, generations: int, a) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import set_seed
+
+    from lfo_cli.env import load_world, make_env_factory
+    from lfo_cli.models.prompts import dataset_row
+    from lfo_cli.models.registry import load_model
+    from lfo_cli.recipes import load_recipe
+    from lfo_cli.train.adapters import attach_dual_lora
+    from lfo_cli.train.trainer import DualLoRAGRPOTrainer
+
+    set_seed(a.seed)
+    recipe, warm = RECIPES[name]
+    cfg = load_recipe(recipe, [f"data.dir={a.data_dir}", f"model.name={name}", "model.warmstart=null"]).config
+    if name in a.base:
+        base, warm_started = a.base[name], True
+    else:
+        base, warm_started = _base_model(name, warm, a.warmstart, a.data_dir)
+    model, tok = load_model(base, dtype="float32")
+    model = attach_dual_lora(model, cfg.lora)
+    world = load_world(a.data_dir)
+    tasks = world.tasks["train"][:prompts]
+    data = Dataset.from_list([dataset_row(t.task_id) for t in tasks])
+
+    def trainer_for(coef: float):
+        c = copy.deepcopy(cfg)
+        c.wm.coef, c.wm.coupling, c.wm.grad_probe_every = coef, "separate", 0
+        c.trainer.update(per_device_train_batch_size=prompts * generations, num_generations=generations,
+                         gradient_accumulation_steps=1, max_steps=1, bf16=False, use_cpu=True,
+                         max_completion_length=a.max_completion_length or c.trainer.get("max_completion_length"))
+        t = DualLoRAGRPOTrainer(model=model, args=c.grpo_args("/tmp/lfo-step-time"), train_dataset=data,
+                                processing_class=tok, environment_factory=make_env_factory(world, seed=a.seed))
+        t.current_gradient_accumulation_steps = 1
+        return t
+
+    dual = trainer_for(0.5)
+    dual.model.train()
+    rows = [dict(r) for r in data for _ in range(generations)]
+    t0 = time.perf_counter()
+    batch = dual._generate_and_score_completions(rows)
+    gen_s = time.perf_counter() - t0
+    baseline = trainer_for(0.0)
+
+    def loss_backward(trainer) -> float:
+        samples = []
+        for _ in range(a.repeats + 1):  # the first run warms caches and is not counted
+            t0 = time.perf_counter()
+            trainer.compute_loss(trainer.model, dict(batch)).backward()
+            samples.append(time.perf_counter() - t0)
+            trainer.model.zero_grad(set_to_none=True)
+        return statistics.median(samples[1:])
+
+    policy_s = loss_backward(baseline)
+    dual_s = loss_backward(dual)
+    dual.compute_loss(dual.model, dict(batch)).backward()
+    params = [p for p in dual.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-5)
+    opt.step()  # first step allocates the moments
+    t0 = time.perf_counter()
+    opt.step()
+    opt_s = time.perf_counter() - t0
+    completion_tokens = int(batch["completion_mask"].sum())
+    return {
+        "model": name, "base": base, "warm_started": warm_started, "shape": f"{prompts}x{generations}",
+        "threads": torch.get_num_threads(), "prompt_tokens_mean": round(float(batch["prompt_mask"].sum(1).float().mean()), 1),
+        "completion_tokens": completion_tokens, "phone_calls": sum(len(x) for x in batch.get("lfo_wm_examples", [])),
+        "generation_s": round(gen_s, 2), "policy_loss_s": round(policy_s, 2),
+        "wm_loss_s": round(max(dual_s - policy_s, 0.0), 2), "optimizer_s": round(opt_s, 3),
+        "step_s": round(gen_s + dual_s + opt_s, 2),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", default=["micro", "smollm2-135m"], choices=list(RECIPES))
+    p.add_argument("--shapes", nargs="+", default=["4x4", "8x8"], help="PROMPTSxGENERATIONS")
+    p.add_argument("--data-dir", default="data")
+    p.add_argument("--warmstart", choices=["auto", "build", "never"], default="auto",
+                   help="auto: use a cached warm start if present; build: train it if missing; never: base model")
+    p.add_argument("--base", action="append", default=[], metavar="MODEL=PATH",
+                   help="use this checkpoint for MODEL (e.g. micro=runs/ws_micro/model, a warm-start run)")
+    p.add_argument("--max-completion-length", type=int, default=None, help="override the recipe's (all turns)")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    a.base = dict(b.split("=", 1) for b in a.base)
+
+    import torch
+
+    torch.set_num_threads(a.threads)
+    rows = []
+    for name in a.models:
+        for shape in a.shapes:
+            prompts, generations = (int(x) for x in shape.lower().split("x"))
+            rows.append(measure(name, prompts, generations, a))
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"seconds per dual-LoRA GRPO step ({a.threads} threads)")
+    cols = ["model", "shape", "warm_started", "prompt_tokens_mean", "completion_tokens", "generation_s",
+            "policy_loss_s", "wm_loss_s", "optimizer_s", "step_s"]
+    for c in cols:
+        table.add_column(c, justify="right")
+    for r in rows:
+        table.add_row(*[str(r[c]) for c in cols])
+    Console().print(table)
+    for r in rows:
+        if r["model"] == "micro" and r["shape"] == "4x4":
+            verdict = "meets" if r["step_s"] <= 15 else "misses"
+            print(f"micro 4x4: {r['step_s']:.1f} s per step ({verdict} the <= 15 s goal)")
+
+
+if __name__ == "__main__":
+    main()
