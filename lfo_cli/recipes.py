@@ -74,20 +74,29 @@ def recipe_path(name: str, recipe_dir: Path = RECIPE_DIR) -> Path:
     return path
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml_mapping(path: Path, what: str = "recipe", shape: str = "") -> dict:
+    """A YAML file that must hold a mapping; malformed or unreadable files raise LfoError naming them."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        raise LfoError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+        raise LfoError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', None) or exc})") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise LfoError(f"{path}: cannot read recipe ({exc})") from None
+        raise LfoError(f"{path}: cannot read {what} ({exc})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise LfoError(f"{path}: a recipe must be a YAML mapping, got {type(data).__name__}")
+        raise LfoError(f"{path}: a {what} must be a YAML mapping{shape}, got {type(data).__name__}")
     return data
+
+
+def read_run_recipe(run_dir: str | Path) -> dict:
+    """The resolved recipe a run recorded (``RUN/recipe.yaml``)."""
+    path = Path(run_dir) / "recipe.yaml"
+    if not path.is_file():
+        raise LfoError(f"{run_dir}: not a run directory (no recipe.yaml)")
+    return read_yaml_mapping(path)
 
 
 def deep_merge(base: dict, delta: dict) -> dict:
@@ -107,7 +116,7 @@ def resolve_chain(name: str, recipe_dir: Path = RECIPE_DIR) -> tuple[dict, list[
         if path.resolve() in [p.resolve() for p in chain]:
             raise LfoError(f"{path}: recipe 'base' chain has a cycle")
         chain.append(path)
-        data = _read_yaml(path)
+        data = read_yaml_mapping(path)
         base = data.get("base")
         if base is None:
             break
@@ -116,7 +125,7 @@ def resolve_chain(name: str, recipe_dir: Path = RECIPE_DIR) -> tuple[dict, list[
         path = recipe_path(base, path.parent if "/" not in base else recipe_dir)
     merged: dict = {}
     for p in reversed(chain):
-        merged = deep_merge(merged, {k: v for k, v in _read_yaml(p).items() if k != "base"})
+        merged = deep_merge(merged, {k: v for k, v in read_yaml_mapping(p).items() if k != "base"})
     return merged, [str(p) for p in reversed(chain)]
 
 

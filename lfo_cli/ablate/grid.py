@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from lfo_cli.errors import LfoError
+from lfo_cli.recipes import read_yaml_mapping
 
 GRID_DIR = Path(__file__).resolve().parent.parent.parent / "recipes" / "grids"
 GRID_KEYS = {"description", "base", "seeds", "set", "axes", "cells", "command", "resume_command"}
@@ -135,16 +136,7 @@ def _command(obj: Any, where: str) -> list[str] | None:
 def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
     """Read and check a grid file's structure (recipes are checked by :func:`expand`)."""
     path = grid_path(name)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise LfoError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', None) or exc})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LfoError(f"{path}: cannot read grid ({exc})") from None
-    if not isinstance(data, dict):
-        raise LfoError(f"{path}: a grid must be a YAML mapping with base, seeds and axes/cells")
+    data = read_yaml_mapping(path, "grid", " with base, seeds and axes/cells")
     unknown = sorted(set(map(str, data)) - GRID_KEYS)
     if unknown:
         raise LfoError(f"{path}: unknown grid key(s) {', '.join(unknown)} (known: {', '.join(sorted(GRID_KEYS))})")

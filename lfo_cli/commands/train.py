@@ -71,15 +71,7 @@ def train(
     if resume is not None:
         if recipe is not None or set_:
             raise LfoError("--resume continues a run with its recorded recipe; drop --recipe/--set")
-        recorded = resume / "recipe.yaml"
-        if not recorded.is_file():
-            raise LfoError(f"{resume}: not a run directory (no recipe.yaml)")
-        try:
-            mapping = yaml.safe_load(recorded.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise LfoError(f"{recorded}: corrupt recipe ({exc})") from None
-        if not isinstance(mapping, dict):
-            raise LfoError(f"{recorded}: corrupt recipe (not a mapping)")
+        mapping = recipes.read_run_recipe(resume)
         name = read_json(resume / "run.json").get("recipe", resume.name) if (resume / "run.json").is_file() else resume.name
         rec = recipes.recipe_from_mapping(mapping, name=name)
         run_dir = resume

@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lfo_cli.errors import LfoError
 
 POLICY_DIR = "."
@@ -22,16 +20,9 @@ def _adapter_dir(run_dir: Path, which: str) -> Path:
 
 
 def run_recipe(run_dir: str | Path) -> dict[str, Any]:
-    path = Path(run_dir) / "recipe.yaml"
-    if not path.is_file():
-        raise LfoError(f"{run_dir}: not a run directory (no recipe.yaml)")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise LfoError(f"{path}: corrupt recipe ({exc})") from None
-    if not isinstance(data, dict):
-        raise LfoError(f"{path}: corrupt recipe (not a mapping)")
-    return data
+    from lfo_cli.recipes import read_run_recipe
+
+    return read_run_recipe(run_dir)
 
 
 def base_model_of(run_dir: str | Path, which: str = "policy") -> str:
