@@ -197,7 +197,7 @@ def cache_key() -> str:
         "tools": _env_tool_schemas(),
         "template": chat_template(),
         "system": SYSTEM_PROMPT,
-        "format": 1,
+        "format": 2,  # bump when the tokenizer recipe (boilerplate tokens, pre-tokenizer) changes
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 

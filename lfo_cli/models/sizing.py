@@ -23,7 +23,7 @@ seq 384, 5 turns x 25 tokens):
     512 x 8          26.2M    11.5   45.2
 
 and the SFT warm start at 256 x 4 ran ~10x slower per step once other jobs saturated the 2
-cores, so the default is 192 x 4 (~2.6M parameters): comfortably inside the 15 s GRPO step budget
+cores, so the default is 192 x 4 (2.17M parameters with a ~2,070-token vocabulary): inside the 15 s GRPO step budget
 with room for contention, and a 4-layer stack for copy-style attention.
 """
 
