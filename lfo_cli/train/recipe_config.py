@@ -85,11 +85,10 @@ class TrainConfig:
     )
 
     def __post_init__(self):
-        from lfo_cli.train.config import DualLoRAConfig
-
         import typing
 
         from lfo_cli.recipes import _coerce
+        from lfo_cli.train.config import DualLoRAConfig
 
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
         hints = typing.get_type_hints(DualLoRAConfig)
@@ -108,9 +107,9 @@ class TrainConfig:
 
     def grpo_args(self, output_dir: str, validate_only: bool = False):
         """The resolved `DualLoRAConfig` (validates every trainer/wm value through TRL's own checks)."""
-        from lfo_cli.train.config import DualLoRAConfig
-
         import warnings
+
+        from lfo_cli.train.config import DualLoRAConfig
 
         wm = {f"wm_{k}": v for k, v in dataclasses.asdict(self.wm).items()}
         kwargs = {"report_to": [], **self.trainer, **wm}
