@@ -136,3 +136,17 @@ def test_grpo_recipe_rejects_bad_values(override, message):
     with pytest.raises(LfoError) as info:
         recipes.load_recipe("dual_lora_micro", [override])
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_gpu_recipe_on_cpu_fails_fast_without_a_run_dir(tmp_path):
+    import torch
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-machine behaviour")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "--recipe", "dual_lora", "--out", str(out)])
+    assert result.exit_code == 2 and "GPU recipe on a CPU machine" in result.output
+    assert not out.exists()  # nothing created, nothing built (no warm start was started)

@@ -88,6 +88,8 @@ def train(
             else:
                 typer.echo(yaml.safe_dump(rec.resolved, sort_keys=False), nl=False)
             return
+        if hasattr(rec.config, "preflight"):
+            rec.config.preflight()
         run_seed = getattr(rec.config, "seed", None)
         if out is None and _rank() > 0:
             raise LfoError("under `accelerate launch`, pass --out so every process uses the same run dir")

@@ -124,4 +124,14 @@ class TrainConfig:
         except LfoError:
             raise
         except (ValueError, TypeError) as exc:
-            raise LfoError(f"trainer: {str(exc).splitlines()[0]}") from None
+            message = str(exc).splitlines()[0]
+            if "bf16" in message or "fp16" in message:
+                message += " (a GPU recipe on a CPU machine: use a *_micro recipe or --set trainer.bf16=false --set trainer.use_cpu=true)"
+            raise LfoError(f"trainer: {message}") from None
+
+    def preflight(self) -> None:
+        """Checks that depend on this machine (mixed precision, devices), run before a run dir is created."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.grpo_args(tmp)

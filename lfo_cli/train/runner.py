@@ -137,6 +137,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     set_seed(cfg.seed)
     torch.set_num_threads(max(torch.get_num_threads(), 1))
 
+    args = cfg.grpo_args(str(out_dir))  # hardware-dependent checks (bf16 on CPU, ...) before any expensive work
     world = load_world(cfg.data.dir)
     tasks = [t for t in world.tasks["train"] if cfg.data.min_difficulty <= t.difficulty <= cfg.data.max_difficulty]
     if cfg.data.max_tasks:
@@ -149,7 +150,6 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
     model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 
-    args = cfg.grpo_args(str(out_dir))
     dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty) for t in tasks])
     val_tasks = stratified_tasks(world.tasks["val"], cfg.eval.num_tasks)
     callbacks = [
