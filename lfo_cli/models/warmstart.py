@@ -258,11 +258,21 @@ def stratified_tasks(tasks: list, n: int) -> list:
     return out
 
 
+# Episode info fields kept per evaluated episode (behaviour metrics of transfer-eval and validation).
+BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted",
+                    "invalid_tool_calls")
+
+
 def evaluate_agent(
     model, tokenizer, world, tasks: list, *, temperature: float = 1.0, max_turns: int = 16,
-    max_new_tokens: int = 128, batch_size: int = 50, seed: int = 0, progress=None,
+    max_new_tokens: int = 128, batch_size: int = 50, seed: int = 0, progress=None, generate_fn=None,
 ) -> dict[str, Any]:
     """Play ``tasks`` with the model; returns per-turn validity and per-episode outcomes.
+
+    ``generate_fn(prompt_ids, temperature, max_new_tokens, seed) -> list[list[int]]`` replaces
+    ``model.generate`` (e.g. vLLM with a ``LoRARequest``, ``lfo_cli.eval.vllm_backend``); ``model``
+    may then be None. Episodes carry the environment's behaviour fields (auth before the first call,
+    department order, phone calls, forms, invalid calls).
 
     Each assistant turn is sampled at ``temperature`` from the chat-templated conversation and
     parsed with TRL's ``parse_response`` (the GRPO tool loop's parser). A turn is a *valid tool
@@ -282,7 +292,8 @@ def evaluate_agent(
     if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
         add_response_schema(tokenizer)
     tokenizer.padding_side = "left"
-    model.eval()
+    if model is not None:
+        model.eval()
     torch.manual_seed(seed)
     episodes, turns, samples = [], [], []
     for start in range(0, len(tasks), batch_size):
@@ -299,17 +310,21 @@ def evaluate_agent(
                                               return_dict=False)
                 for i in active
             ]
-            batch = tokenizer.pad({"input_ids": prompt_ids}, return_tensors="pt", padding_side="left")
-            with torch.no_grad():
-                out = model.generate(
-                    **batch, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                    max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id,
-                )
-            width = batch["input_ids"].shape[1]
+            if generate_fn is not None:
+                generated = generate_fn(prompt_ids, temperature, max_new_tokens, seed + start)
+            else:
+                batch = tokenizer.pad({"input_ids": prompt_ids}, return_tensors="pt", padding_side="left")
+                with torch.no_grad():
+                    out = model.generate(
+                        **batch, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                        max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                        eos_token_id=tokenizer.eos_token_id,
+                    )
+                width = batch["input_ids"].shape[1]
+                generated = [out[row, width:].tolist() for row in range(len(active))]
             still = []
             for row, i in enumerate(active):
-                ids = out[row, width:].tolist()
+                ids = generated[row]
                 if tokenizer.eos_token_id in ids:
                     ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
                 else:
@@ -340,7 +355,8 @@ def evaluate_agent(
         for env, task, how in zip(envs, chunk, ended_by, strict=True):
             info = env.info()
             episodes.append({"task_id": task.task_id, "difficulty": task.difficulty, "success": bool(info["success"]),
-                             "turns": info["turns"], "ended_by": how})
+                             "turns": info["turns"], "ended_by": how,
+                             **{k: info[k] for k in BEHAVIOUR_FIELDS if k in info}})
     return {"turns": turns, "episodes": episodes, "samples": samples}
 
 

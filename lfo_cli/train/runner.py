@@ -92,6 +92,12 @@ def validation_metrics(result: dict[str, Any]) -> dict[str, float]:
             row[f"val/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
     if turns:
         row["val/valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in turns) / len(turns)
+    for key, name in (("auth_before_first_call", "val/auth_before_call"), ("department_order_correct", "val/order_correct"),
+                      ("phone_calls", "val/calls_per_task"), ("forms_submitted", "val/forms"),
+                      ("invalid_tool_calls", "val/invalid_calls")):
+        values = [float(e[key]) for e in episodes if key in e]
+        if values:
+            row[name] = sum(values) / len(values)
     return row
 
 

@@ -117,3 +117,26 @@ def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, sma
     cached = ensure_warmstart(cfg)
     assert cached.parent.name.endswith(warmstart_key(cfg)) and cache.is_complete(cached.parent)
     assert (cached / "model.safetensors").is_file()
+
+
+def test_evaluate_agent_with_an_external_generator(tiny_tokenizer, small_world_dir):
+    """The generate_fn hook (used by the vLLM backend): no local model, calls parsed like GRPO."""
+    from lfo_cli.env import load_world
+    from lfo_cli.models.warmstart import BEHAVIOUR_FIELDS, evaluate_agent
+
+    world = load_world(small_world_dir)
+    tasks = world.tasks["val"][:3]
+    call = '<tool_call>\n{"name": "search_company", "arguments": {"company_name": "%s"}}\n</tool_call>'
+    seen = []
+
+    def generate(prompt_ids, temperature, max_new_tokens, seed):
+        seen.append(len(prompt_ids))
+        # first turn: a valid search; afterwards: a plain reply, which ends the episode
+        texts = [call % tasks[0].company_name if len(seen) == 1 else "Done." for _ in prompt_ids]
+        return [tiny_tokenizer(t + "<|im_end|>", add_special_tokens=False)["input_ids"] for t in texts]
+
+    result = evaluate_agent(None, tiny_tokenizer, world, tasks, generate_fn=generate, seed=0)
+    assert seen == [3, 3]  # one batched call per turn, all three episodes in it
+    assert all(t["valid_tool_call"] for t in result["turns"][:3])
+    assert [e["ended_by"] for e in result["episodes"]] == ["final_reply"] * 3
+    assert all(set(BEHAVIOUR_FIELDS) <= set(e) for e in result["episodes"])
