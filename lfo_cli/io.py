@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,13 +79,9 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         if path.exists():
-            import shutil
-
             shutil.rmtree(path)
         os.replace(tmp, path)
     except BaseException:
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 

@@ -163,7 +163,7 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
+def coerce(value: Any, tp: Any, where: str) -> Any:
     """Check/convert one value against a type hint; complex hints are passed through unchanged."""
     origin = get_origin(tp)
     if tp is Any:
@@ -177,7 +177,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             if arg is type(None):
                 continue
             try:
-                return _coerce(value, arg, where)
+                return coerce(value, arg, where)
             except LfoError as exc:
                 errors.append(str(exc))
         raise LfoError(errors[0] if errors else f"{where}: invalid value {value!r}")
@@ -215,7 +215,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise LfoError(f"{where}: expected a list, got {value!r}")
         args = get_args(tp)
         item_tp = args[0] if args else Any
-        items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if (origin is tuple or tp is tuple) else items
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
@@ -235,7 +235,7 @@ def build_config(cls: type, data: dict, prefix: str = "") -> Any:
             hint = difflib.get_close_matches(str(key), list(fields), n=1)
             extra = f" (did you mean '{hint[0]}'?)" if hint else ""
             raise LfoError(f"unknown key '{where}'{extra}")
-        kwargs[key] = _coerce(value, hints.get(key, Any), where)
+        kwargs[key] = coerce(value, hints.get(key, Any), where)
     try:
         return cls(**kwargs)
     except LfoError as exc:

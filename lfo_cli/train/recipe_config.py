@@ -87,7 +87,7 @@ class TrainConfig:
     def __post_init__(self):
         import typing
 
-        from lfo_cli.recipes import _coerce
+        from lfo_cli.recipes import coerce
         from lfo_cli.train.config import DualLoRAConfig
 
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
@@ -100,7 +100,7 @@ class TrainConfig:
             if key not in known:
                 hint = difflib.get_close_matches(key, sorted(known), n=1)
                 raise LfoError(f"unknown key 'trainer.{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
-            self.trainer[key] = _coerce(self.trainer[key], hints.get(key, Any), f"trainer.{key}")
+            self.trainer[key] = coerce(self.trainer[key], hints.get(key, Any), f"trainer.{key}")
         if self.seed < 0:
             raise LfoError(f"seed must be >= 0, got {self.seed}")
         self.grpo_args("/tmp/lfo-validate", validate_only=True)

@@ -242,9 +242,8 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     def _probe_policy_from_wm(self, term: torch.Tensor, mode: str) -> None:
         """Measure |d(lambda * wm_loss) / d(policy adapter)|; exactly 0 when no graph path exists."""
         params = [p for p in adapter_params(self.model, POLICY) if p.requires_grad]
-        grads = torch.autograd.grad(term, params, retain_graph=True, allow_unused=True)
-        norms = [torch.linalg.vector_norm(g.float()) for g in grads if g is not None]
-        value = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+        grads = [g for g in torch.autograd.grad(term, params, retain_graph=True, allow_unused=True) if g is not None]
+        value = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
         self._metrics[mode]["grad_norm/policy_from_wm"].append(value * self._ga_factor(mode))
 
 
