@@ -9,8 +9,18 @@ as much as the parameter count. Hence two choices:
   generates, rendered through the same chat template, with the fixed boilerplate of a rollout
   prompt -- the template's tool preamble, each tool's JSON schema line and the opening of each
   tool call -- added as single (non-special) tokens. The system prompt's tool block then costs a
-  handful of tokens instead of hundreds, and a tool call is ~10 tokens. Digits are split one per
-  token so phone numbers, codes and values are copied digit by digit;
+  handful of tokens instead of hundreds, and a tool call is ~10 tokens;
+* the tokenizer is built so that **copying is one induction step per token** (a 2M-parameter model
+  trained for minutes does not learn multi-hop copying; measured: with one digit per token and
+  space-prefixed words it predicted copied digits 25% of the time after a 30-minute warm start):
+  - words carry their *trailing* space (``"Coastal "``), not a leading one, so a company name reads
+    the same tokens in the task prompt (``at Coastal Bank.``) and in the call (``"Coastal Bank"``);
+  - numbers are split left to right into groups of up to 3 digits with a leading hyphen attached
+    (``866``, ``-536``, ``-030``, ``2``): a phone number is 4 nearly unique tokens instead of 12
+    digits that each occur everywhere. Every 1-3 digit group is guaranteed a token (coverage text);
+  - each identity field's JSON key with its value opener (``"zip_code": "``) is one token, in the
+    form's reply and in the call's ``auth_info`` alike, so a value is copied by looking up the token
+    after the same key;
 * the architecture (``MicroArch``) is the largest that keeps a 4 prompts x 4 generations dual-LoRA
   step within 15 s on 2 cores.
 
@@ -21,6 +31,7 @@ the tool schemas and the chat template, so changing any of them builds a new ent
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -46,18 +57,38 @@ class MicroArch:
     head_dim: int = 48
     intermediate_size: int = 576
     max_position_embeddings: int = 2048  # a 16-turn rollout stays well under 1.5k micro tokens
-    rope_theta: float = 10000.0
+    # Qwen3's own default. With it 10 of the 24 rotary frequency pairs turn < 0.5 rad over 1k tokens:
+    # the nearly position-free dimensions that content matching (the induction head) needs.
+    rope_theta: float = 1_000_000.0
     tie_word_embeddings: bool = True  # the LM head is the biggest matrix at this size; share it
     init_seed: int = 0
+    # Start with a working copy circuit (see install_induction_circuit): a from-scratch model of this
+    # size trained for minutes never formed one (copied tokens predicted 21-25% of the time; on pure
+    # "A + A" data the loss sat at the unigram plateau for 400 steps).
+    induction_init: bool = True
+    embedding_init_std: float = 0.1  # larger than HF's 0.02 so tied-embedding logits can be sharp at init
+
+
+# Pre-tokenizer (applied before byte-level BPE; see the module docstring): words with one trailing
+# space, numbers as hyphen-led groups of <= 3 digits, punctuation runs with the spaces around them,
+# other whitespace. BPE merges never cross these pieces.
+PRETOKENIZE_PATTERN = r"\p{L}+\x20?|-?\p{N}{1,3}|\x20?[^\s\p{L}\p{N}]+\x20?|\s+"
+
+
+def number_chunks() -> list[str]:
+    """Every digit group the pre-tokenizer can produce (with and without the leading hyphen)."""
+    groups = [f"{i:0{n}d}" for n in (1, 2, 3) for i in range(10**n)]
+    return groups + ["-" + g for g in groups]
 
 
 @dataclass(frozen=True)
 class TokenizerSpec:
-    vocab_size: int = 2048  # BPE merges; added tokens come on top
+    vocab_size: int = 5600  # BPE merges incl. the 2,220 digit groups; added tokens come on top
     min_frequency: int = 2
     corpus_world_seeds: tuple[int, ...] = (0, 1, 2)  # several worlds: names/values of unseen seeds still compress
     corpus_companies: int = 60
     corpus_tasks: int = 120  # per world and split; each runs a few reference-policy episodes
+    number_coverage_repeats: int = 200  # copies of the digit-group list in the corpus: every group gets a merge
 
 
 ARCH = MicroArch()
@@ -104,7 +135,21 @@ def boilerplate_tokens(tools: list[dict] | None = None) -> list[str]:
                 kind = params.get("properties", {}).get(required[0], {}).get("type")
                 opener = {"string": '"', "array": "["}.get(kind, "")
                 pieces.append(opening + json.dumps({required[0]: None})[:-5] + opener)
-    return [p for p in pieces if p and IM_END not in p and IM_START not in p]
+            # ... and the separator into each later required argument, e.g. '", "auth_info": {'
+            for prev, arg in zip(required, required[1:]):
+                prev_kind = params.get("properties", {}).get(prev, {}).get("type")
+                kind = params.get("properties", {}).get(arg, {}).get("type")
+                if prev_kind == "string":
+                    pieces.append('", ' + json.dumps({arg: None})[1:-5] + {"string": '"', "array": "[", "object": "{"}.get(kind, ""))
+    # identity fields as JSON keys with the string-value opener: '"zip_code": "'
+    pieces.extend(json.dumps({f: ""})[1:-2] for f in _identity_keys())
+    return [p for p in dict.fromkeys(pieces) if p and IM_END not in p and IM_START not in p]
+
+
+def _identity_keys() -> list[str]:
+    from lfo_cli.env import catalogue as cat
+
+    return [*cat.FIELDS, cat.REFERENCE_KEY]
 
 
 def _render(messages: list[dict], tools: list[dict] | None) -> str:
@@ -136,8 +181,8 @@ def train_tokenizer(corpus: Iterable[str], spec: TokenizerSpec = TOKENIZER, extr
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(r"\d"), behavior="isolated"),  # one digit per token
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),  # bytes only: round-trips anything
         ]
     )
     tok.decoder = decoders.ByteLevel()
@@ -149,7 +194,10 @@ def train_tokenizer(corpus: Iterable[str], spec: TokenizerSpec = TOKENIZER, extr
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(corpus, trainer=trainer)
+    coverage = "\n".join(number_chunks())  # newline-separated: " -30" would pre-tokenize as " -" + "30"
+    tok.train_from_iterator(
+        itertools.chain(corpus, itertools.repeat(coverage, spec.number_coverage_repeats)), trainer=trainer
+    )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token=IM_END, pad_token=PAD, unk_token=None, bos_token=None,
         additional_special_tokens=[IM_START],
@@ -197,7 +245,8 @@ def cache_key() -> str:
         "tools": _env_tool_schemas(),
         "template": chat_template(),
         "system": SYSTEM_PROMPT,
-        "format": 2,  # bump when the tokenizer recipe (boilerplate tokens, pre-tokenizer) changes
+        "pretokenize": PRETOKENIZE_PATTERN,
+        "format": 4,  # bump when the tokenizer recipe (boilerplate tokens, pre-tokenizer) changes
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -210,12 +259,14 @@ def qwen3_config(vocab_size: int, arch: MicroArch = ARCH, **token_ids: Any):
     from transformers import Qwen3Config
 
     kw = asdict(arch)
-    kw.pop("init_seed")
+    for key in ("init_seed", "induction_init", "embedding_init_std"):
+        kw.pop(key)
     return Qwen3Config(vocab_size=vocab_size, **kw, **token_ids)
 
 
 def init_model(tokenizer, arch: MicroArch = ARCH):
-    """A freshly initialised (seeded) Qwen3 model sized for ``tokenizer``."""
+    """A freshly initialised (seeded) Qwen3 model sized for ``tokenizer``, with the induction circuit
+    installed when ``arch.induction_init``."""
     import torch
     from transformers import Qwen3ForCausalLM
 
@@ -225,9 +276,107 @@ def init_model(tokenizer, arch: MicroArch = ARCH):
     )
     torch.manual_seed(arch.init_seed)
     model = Qwen3ForCausalLM(config)
+    if arch.induction_init:
+        install_induction_circuit(model, embedding_std=arch.embedding_init_std, seed=arch.init_seed)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
+
+
+def _rope_inv_freq(config) -> Any:
+    import torch
+
+    params = getattr(config, "rope_parameters", None) or {}
+    base = params.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+    d = config.head_dim
+    return base ** (-torch.arange(d // 2, dtype=torch.float64) * 2 / d)
+
+
+def install_induction_circuit(
+    model, *, embedding_std: float = 0.1, prev_sharpness: float = 3.0, match_sharpness: float = 2.0,
+    copy_gain: float = 4.0, max_context: int = 1024, seed: int = 0,
+) -> dict[str, int]:
+    """Write a two-head copy circuit into a fresh Qwen3 model (Olsson et al., 2022, "induction heads").
+
+    An agent here must copy: the phone number from the directory, the customer's values into
+    ``auth_info``. Copying "what followed this token last time" takes two heads in sequence, and a
+    small model trained for minutes does not find them on its own (module docstring). So we build
+    them, in unused subspaces of the residual stream, and let training take it from there:
+
+    * residual layout: dim 0 is a constant channel (every embedding row has the same value there),
+      dims ``1..d`` carry the token's identity (``d`` = head_dim), the last ``d`` dims start empty
+      and receive the *previous* token's identity;
+    * layer 0, head 0, **previous-token head**: query and key read only the constant channel, with
+      the key set to the query rotated one position by RoPE, so the score peaks at offset -1 (three
+      high-frequency rotary pairs, sharpened through the q/k norm weights); its value reads the
+      identity dims and its output writes them into the previous-token dims;
+    * layer 1, the first head of the second KV group, **induction head**: the query reads the
+      current identity, the key the previous-token identity, through the same random orthonormal
+      map into the rotary pairs that turn less than 0.5 rad over ``max_context`` tokens (so the
+      match ignores distance); its value reads the identity of the attended position (the token
+      that followed the earlier occurrence) and its output adds it, amplified, to the identity dims
+      that the tied LM head scores;
+    * every other attention output and MLP down-projection starts at zero, so the circuit is not
+      drowned at initialisation; gradients reach them through their (non-zero) inputs.
+
+    At initialisation the model predicts the repeat of a random "A + A" sequence with > 90% top-1
+    accuracy (tests/models/test_induction.py). Returns the number of rotary pairs used for matching.
+    """
+    import torch
+
+    cfg = model.config
+    hidden, d = cfg.hidden_size, cfg.head_dim
+    half = d // 2
+    group = cfg.num_attention_heads // cfg.num_key_value_heads
+    if cfg.num_hidden_layers < 2 or cfg.num_key_value_heads < 2 or hidden < 2 * d + 1:
+        raise ValueError("the induction circuit needs >= 2 layers, >= 2 KV heads and hidden_size > 2 * head_dim")
+    tok_dims, prev_dims = slice(1, 1 + d), slice(hidden - d, hidden)
+    inv = _rope_inv_freq(cfg)
+    low = [i for i in range(half) if float(inv[i]) * max_context < 0.5]
+    if len(low) < 4:
+        raise ValueError(f"rope_theta too small: only {len(low)} rotary pairs are position-free over {max_context} tokens")
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        emb = model.get_input_embeddings().weight
+        emb.normal_(0.0, embedding_std, generator=g)
+        emb[:, prev_dims] = 0.0
+        emb[:, 0] = 3 * embedding_std
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        # layer 0, head 0: previous-token head
+        att = model.model.layers[0].self_attn
+        pairs = (0, 1, 2)
+        q = torch.zeros(d, dtype=torch.float64)
+        q[list(pairs)] = 1.0
+        cos, sin = torch.cos(inv), torch.sin(inv)
+        k = q * torch.cat([cos, cos]) + torch.cat([-q[half:], q[:half]]) * torch.cat([sin, sin])  # RoPE by +1
+        att.q_proj.weight[:d] = 0.0
+        att.q_proj.weight[:d, 0] = q.float()
+        att.k_proj.weight[:d] = 0.0
+        att.k_proj.weight[:d, 0] = k.float()
+        for i in pairs:
+            for w in (att.q_norm.weight, att.k_norm.weight):
+                w[i] = w[i + half] = prev_sharpness
+        att.v_proj.weight[:d] = 0.0
+        att.v_proj.weight[:d, tok_dims] = torch.eye(d)
+        att.o_proj.weight[prev_dims, :d] = torch.eye(d)
+        # layer 1, first head of KV group 1: induction head
+        att = model.model.layers[1].self_attn
+        h = group  # query head index; its KV head is 1
+        dims = low + [i + half for i in low]
+        mix = torch.linalg.qr(torch.randn(d, len(dims), generator=g))[0].T  # len(dims) x d, orthonormal rows
+        att.q_proj.weight[h * d:(h + 1) * d] = 0.0
+        att.k_proj.weight[d:2 * d] = 0.0
+        for r, dim in enumerate(dims):
+            att.q_proj.weight[h * d + dim, tok_dims] = mix[r]
+            att.k_proj.weight[d + dim, prev_dims] = mix[r]
+            att.q_norm.weight[dim] = match_sharpness
+            att.k_norm.weight[dim] = match_sharpness
+        att.v_proj.weight[d:2 * d] = 0.0
+        att.v_proj.weight[d:2 * d, tok_dims] = torch.eye(d)
+        att.o_proj.weight[tok_dims, h * d:(h + 1) * d] = copy_gain * torch.eye(d)
+    return {"match_pairs": len(low)}
 
 
 def build(out_dir: Path) -> dict[str, Any]:
@@ -262,7 +411,7 @@ def count_parameters() -> int:
     from transformers import Qwen3ForCausalLM
 
     info = cache.entry_info(cache_path())
-    vocab = (info or {}).get("vocab_size") or TOKENIZER.vocab_size + len(MARKUP) + 8
+    vocab = (info or {}).get("vocab_size") or TOKENIZER.vocab_size + len(MARKUP) + len(boilerplate_tokens())
     with torch.device("meta"):
         model = Qwen3ForCausalLM(qwen3_config(vocab, ARCH))
     return int(sum(p.numel() for p in model.parameters()))

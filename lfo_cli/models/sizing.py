@@ -23,8 +23,9 @@ seq 384, 5 turns x 25 tokens):
     512 x 8          26.2M    11.5   45.2
 
 and the SFT warm start at 256 x 4 ran ~10x slower per step once other jobs saturated the 2
-cores, so the default is 192 x 4 (2.17M parameters with a ~2,070-token vocabulary): inside the 15 s GRPO step budget
-with room for contention, and a 4-layer stack for copy-style attention.
+cores, so the default is 192 x 4: inside the 15 s GRPO step budget with room for contention, and
+a 4-layer stack for copy-style attention. (Since then the vocabulary grew to ~5,630 tokens, 2.85M
+parameters, so that every 1-3 digit group is a token: see lfo_cli/models/micro.py.)
 """
 
 from __future__ import annotations

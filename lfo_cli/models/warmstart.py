@@ -98,6 +98,13 @@ class DataSection:
     success_weight: int = field(
         default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
     )
+    induction_rows: int = field(
+        default=0,
+        metadata={"help": "Synthetic rows 'A + A' (random tokens, loss on the repeat) mixed into the SFT data so a "
+                  "from-scratch model forms the copying circuit that phone numbers and form values need "
+                  "(lfo_cli.models.induction). 0: none."},
+    )
+    induction_max_len: int = field(default=48, metadata={"help": "Longest random sequence A of an induction row."})
 
     def __post_init__(self) -> None:
         if self.rollouts_per_task < 1:
@@ -110,6 +117,10 @@ class DataSection:
                 raise LfoError(f"data.{name} must be in [0, 1], got {v}")
         if self.success_weight < 1:
             raise LfoError(f"data.success_weight must be >= 1, got {self.success_weight}")
+        if self.induction_rows < 0:
+            raise LfoError(f"data.induction_rows must be >= 0, got {self.induction_rows}")
+        if not 8 <= self.induction_max_len <= 512:
+            raise LfoError(f"data.induction_max_len must be in [8, 512], got {self.induction_max_len}")
 
 
 @dataclass
@@ -333,7 +344,8 @@ def evaluate_agent(
                 valid = P.valid_tool_call(msg, tool_names)
                 is_final = not msg.get("tool_calls") and (msg.get("content") or "").strip() == FINAL_REPLY
                 turns.append({"valid_tool_call": valid, "final_reply": is_final, "task_id": chunk[i].task_id})
-                if len(samples) < 40:
+                # the first 40 turns, and every malformed one (up to 200 in all): what to look at first
+                if len(samples) < 40 or (not valid and not is_final and len(samples) < 200):
                     samples.append({"task_id": chunk[i].task_id, "text": tokenizer.decode(ids), "valid": valid})
                 calls = msg.get("tool_calls") or []
                 if not calls:
@@ -509,9 +521,14 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         ({k: t[k] for k in ("task_id", "difficulty", "policy", "reward", "messages")} for t in trajectories),
     )
     lengths = [len(r["input_ids"]) for r in rows]
+    if cfg.data.induction_rows:
+        from lfo_cli.models.induction import induction_rows
+
+        rows += induction_rows(tokenizer, cfg.data.induction_rows, max_len=cfg.data.induction_max_len, seed=cfg.seed)
     data_stats = {
         "data/trajectories": len(trajectories),
-        "data/sequences": len(rows),
+        "data/sequences": len(lengths),
+        "data/induction_rows": cfg.data.induction_rows,
         "data/dropped_too_long": dropped,
         "data/teacher_success": sum(t["reward"] >= 1.0 for t in trajectories) / len(trajectories),
         "data/mean_tokens": float(np.mean(lengths)),

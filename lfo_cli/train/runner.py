@@ -90,8 +90,9 @@ def validation_metrics(result: dict[str, Any]) -> dict[str, float]:
         for d in sorted({e["difficulty"] for e in episodes}):
             sub = [e for e in episodes if e["difficulty"] == d]
             row[f"val/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
-    if turns:
-        row["val/valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in turns) / len(turns)
+    calls = [t for t in turns if not t.get("final_reply")]  # as in the warm start: "Done." is not a call
+    if calls:
+        row["val/valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in calls) / len(calls)
     for key, name in (("auth_before_first_call", "val/auth_before_call"), ("department_order_correct", "val/order_correct"),
                       ("phone_calls", "val/calls_per_task"), ("forms_submitted", "val/forms"),
                       ("invalid_tool_calls", "val/invalid_calls")):

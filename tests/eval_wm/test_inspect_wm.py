@@ -35,7 +35,7 @@ def runs(tmp_path_factory):
     write_world(world, root / "data")
     tok = tiny_env_tokenizer()
     arch = micro.MicroArch(hidden_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                           head_dim=24, intermediate_size=192, max_position_embeddings=2048)
+                           head_dim=24, intermediate_size=192, max_position_embeddings=2048, induction_init=False)
     micro.init_model(tok, arch).save_pretrained(root / "base")
     tok.save_pretrained(root / "base")
     lora = LoraSettings(r=32, alpha=64, dropout=0.0,

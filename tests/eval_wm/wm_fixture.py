@@ -14,7 +14,7 @@ def tiny_world():
 def tiny_env_tokenizer():
     from lfo_cli.models import micro
 
-    spec = micro.TokenizerSpec(vocab_size=800, corpus_world_seeds=(7,), corpus_companies=12, corpus_tasks=16)
+    spec = micro.TokenizerSpec(vocab_size=3600, corpus_world_seeds=(7,), corpus_companies=12, corpus_tasks=16)
     return micro.train_tokenizer(micro.environment_corpus(spec), spec, extra_tokens=micro.boilerplate_tokens())
 
 
@@ -23,7 +23,7 @@ def tiny_dual_model(tokenizer):
     from lfo_cli.train.adapters import LoraSettings, attach_dual_lora
 
     arch = micro.MicroArch(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                           head_dim=16, intermediate_size=128, max_position_embeddings=2048)
+                           head_dim=16, intermediate_size=128, max_position_embeddings=2048, induction_init=False)
     base = micro.init_model(tokenizer, arch)
     lora = LoraSettings(r=16, alpha=32, dropout=0.0,
                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])

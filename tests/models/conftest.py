@@ -7,9 +7,9 @@ import pytest
 from lfo_cli.models.micro import MicroArch, TokenizerSpec
 
 # Small enough that the whole tests/models suite stays well under a few minutes on 2 cores.
-TINY_TOKENIZER = TokenizerSpec(vocab_size=600, corpus_world_seeds=(7,), corpus_companies=12, corpus_tasks=16)
+TINY_TOKENIZER = TokenizerSpec(vocab_size=3600, corpus_world_seeds=(7,), corpus_companies=12, corpus_tasks=16)  # 2,220 digit groups
 TINY_ARCH = MicroArch(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                      head_dim=16, intermediate_size=64, max_position_embeddings=2048)
+                      head_dim=16, intermediate_size=64, max_position_embeddings=2048, induction_init=False)
 
 
 @pytest.fixture(scope="session")

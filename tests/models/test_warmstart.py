@@ -32,6 +32,8 @@ from lfo_cli.recipes import load_recipe
     [
         (DataSection, {"epsilon": 1.5}, "epsilon"),
         (DataSection, {"rollouts_per_task": 0}, "rollouts_per_task"),
+        (DataSection, {"induction_rows": -1}, "induction_rows"),
+        (DataSection, {"induction_max_len": 4}, "induction_max_len"),
         (TrainSection, {"learning_rate": 0}, "learning_rate"),
         (TrainSection, {"max_length": 8}, "max_length"),
         (TrainSection, {"max_minutes": -1}, "max_minutes"),
@@ -94,7 +96,7 @@ def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, sma
     cfg = WarmStartConfig(
         seed=1,
         model=ModelSection(name=str(tiny_model_dir), full_finetune=True),
-        data=DataSection(dir=small_world_dir, rollouts_per_task=1, max_tasks=8),
+        data=DataSection(dir=small_world_dir, rollouts_per_task=1, max_tasks=8, induction_rows=6),
         train=TrainSection(max_steps=3, batch_size=4, learning_rate=1e-3, logging_steps=1, save_steps=2),
         eval=EvalSection(num_tasks=4, max_turns=2, max_new_tokens=12, batch_size=4),
     )
@@ -111,6 +113,7 @@ def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, sma
                  "sft_trajectories.jsonl", "eval_episodes.jsonl"):
         assert (out / name).is_file(), name
     assert summary["train/steps"] == 3 and summary["eval/episodes"] == 4
+    assert summary["data/induction_rows"] == 6 and summary["data/sequences"] == 8
     assert 0.0 <= summary["eval/valid_tool_call_rate"] <= 1.0
     assert json.loads((out / "run_metadata.json").read_text())["config"]["seed"] == 1
     # the finished run is registered in the cache, and ensure_warmstart reuses it without training

@@ -186,6 +186,21 @@ def test_bad_schedule_is_rejected(bad):
         Schedule.parse(bad)
 
 
+@pytest.mark.parametrize("coupling", ["separate", "stacked"])
+def test_activation_checkpointing_is_off_by_default_and_refused_where_it_breaks_the_wm_gradient(tmp_path, coupling):
+    """Checkpointing recomputes the world-model forward in backward with the policy adapter active."""
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.config import DualLoRAConfig
+
+    base = dict(output_dir=str(tmp_path), use_cpu=True, wm_coupling=coupling)
+    assert DualLoRAConfig(**base).activation_checkpointing is False  # TRL's GRPOConfig default is True
+    for flag in ("gradient_checkpointing", "activation_checkpointing"):
+        with pytest.raises(LfoError, match="checkpointing"):
+            DualLoRAConfig(**base, **{flag: True})
+    assert DualLoRAConfig(**base, wm_coef=0.0, gradient_checkpointing=True).activation_checkpointing
+    assert DualLoRAConfig(**{**base, "wm_coupling": "shared"}, gradient_checkpointing=True).activation_checkpointing
+
+
 def test_reply_token_mask_marks_exactly_the_phone_replies(tokenizer):
     from lfo_cli.train.wm_loss import reply_token_mask
 
