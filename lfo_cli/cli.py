@@ -73,7 +73,7 @@ def _root(
 def main() -> None:
     from lfo_cli.perf import tune_malloc
 
-    tune_malloc()  # keep freed memory in-process: ~2x faster CPU training steps (lfo_cli/perf.py)
+    tune_malloc()  # keep freed memory in-process: 1.61x faster CPU SFT steps, benchmarks/malloc_tuning.py
     try:
         app()
     except LfoError as exc:  # last line of defence; commands normally catch this themselves

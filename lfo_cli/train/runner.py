@@ -90,9 +90,10 @@ def validation_metrics(result: dict[str, Any]) -> dict[str, float]:
         for d in sorted({e["difficulty"] for e in episodes}):
             sub = [e for e in episodes if e["difficulty"] == d]
             row[f"val/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
-    calls = [t for t in turns if not t.get("final_reply")]  # as in the warm start: "Done." is not a call
-    if calls:
-        row["val/valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in calls) / len(calls)
+    if any(not t.get("final_reply") for t in turns):  # the warm start's definition: "Done." is not a call
+        from lfo_cli.models.warmstart import summarize_eval
+
+        row["val/valid_tool_call_rate"] = summarize_eval(result)["eval/valid_tool_call_rate"]
     for key, name in (("auth_before_first_call", "val/auth_before_call"), ("department_order_correct", "val/order_correct"),
                       ("phone_calls", "val/calls_per_task"), ("forms_submitted", "val/forms"),
                       ("invalid_tool_calls", "val/invalid_calls")):
