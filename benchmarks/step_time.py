@@ -17,6 +17,8 @@ project's trainer (``DualLoRAGRPOTrainer``, TRL's multi-turn tool loop against t
 ``micro`` uses its warm-started base when it is cached (``--warmstart auto``): a from-scratch model
 rambles until the token limit, which is not the regime RL runs in. ``smollm2-135m`` uses its
 warm start when cached, else the pretrained base. Goal (issue #4): micro 4 x 4 <= 15 s on 2 cores.
+On a CUDA machine the same script times the GPU with bf16 autocast (the GPU recipes' precision),
+synchronising the device around every timer.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
 
     set_seed(a.seed)
+    cuda = torch.cuda.is_available()  # GPU: bf16 autocast (the GPU recipes' setting); CPU: float32
+
+    def sync() -> None:  # CUDA kernels run asynchronously: wait for them before reading a clock
+        if cuda:
+            torch.cuda.synchronize()
+
     recipe, warm = RECIPES[name]
     cfg = load_recipe(recipe, [f"data.dir={a.data_dir}", f"model.name={name}", "model.warmstart=null"]).config
     if name in a.base:
@@ -73,7 +81,7 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
         c = copy.deepcopy(cfg)
         c.wm.coef, c.wm.coupling, c.wm.grad_probe_every = coef, "separate", 0
         c.trainer.update(per_device_train_batch_size=prompts * generations, num_generations=generations,
-                         gradient_accumulation_steps=1, max_steps=1, bf16=False, use_cpu=True,
+                         gradient_accumulation_steps=1, max_steps=1, bf16=cuda, use_cpu=not cuda,
                          max_completion_length=a.max_completion_length or c.trainer.get("max_completion_length"))
         t = DualLoRAGRPOTrainer(model=model, args=c.grpo_args("/tmp/lfo-step-time"), train_dataset=data,
                                 processing_class=tok, environment_factory=make_env_factory(world, seed=a.seed))
@@ -84,31 +92,42 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     dual.model.train()
     rows = [dict(r) for r in data for _ in range(generations)]
     t0 = time.perf_counter()
-    batch = dual._generate_and_score_completions(rows)
+    with dual.accelerator.autocast():
+        batch = dual._generate_and_score_completions(rows)
+    sync()
     gen_s = time.perf_counter() - t0
     baseline = trainer_for(0.0)
 
     def loss_backward(trainer) -> float:
         samples = []
         for _ in range(a.repeats + 1):  # the first run warms caches and is not counted
+            sync()
             t0 = time.perf_counter()
-            trainer.compute_loss(trainer.model, dict(batch)).backward()
+            with trainer.accelerator.autocast():
+                loss = trainer.compute_loss(trainer.model, dict(batch))
+            loss.backward()
+            sync()
             samples.append(time.perf_counter() - t0)
             trainer.model.zero_grad(set_to_none=True)
         return statistics.median(samples[1:])
 
     policy_s = loss_backward(baseline)
     dual_s = loss_backward(dual)
-    dual.compute_loss(dual.model, dict(batch)).backward()
+    with dual.accelerator.autocast():
+        loss = dual.compute_loss(dual.model, dict(batch))
+    loss.backward()
     params = [p for p in dual.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)
     opt.step()  # first step allocates the moments
+    sync()
     t0 = time.perf_counter()
     opt.step()
+    sync()
     opt_s = time.perf_counter() - t0
     completion_tokens = int(batch["completion_mask"].sum())
     return {
         "model": name, "base": base, "warm_started": warm_started, "shape": f"{prompts}x{generations}",
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu", "bf16": cuda,
         "threads": torch.get_num_threads(), "prompt_tokens_mean": round(float(batch["prompt_mask"].sum(1).float().mean()), 1),
         "completion_tokens": completion_tokens, "phone_calls": sum(len(x) for x in batch.get("lfo_wm_examples", [])),
         "generation_s": round(gen_s, 2), "policy_loss_s": round(policy_s, 2),
@@ -148,7 +167,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"seconds per dual-LoRA GRPO step ({a.threads} threads)")
+    table = Table(title=f"seconds per dual-LoRA GRPO step ({rows[0]['device']}, {a.threads} CPU threads)")
     cols = ["model", "shape", "warm_started", "prompt_tokens_mean", "completion_tokens", "generation_s",
             "policy_loss_s", "wm_loss_s", "optimizer_s", "step_s"]
     for c in cols:

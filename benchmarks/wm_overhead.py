@@ -8,6 +8,10 @@ world-model term never touches generation, which dominates a step on CPU.
 
     python benchmarks/wm_overhead.py                # micro, 4 prompts x 4 generations
     python benchmarks/wm_overhead.py --prompts 2 --generations 4 --repeats 5 --json
+    python benchmarks/wm_overhead.py --recipe dual_lora --prompts 8 --generations 8   # GPU: SmolLM2, bf16
+
+On a CUDA machine the loss runs under the recipe's mixed precision (accelerate's autocast) and the
+device is synchronised around every timer.
 
 Prints one table and the ratios; targets from issue #5: <= 1.10 separate/stacked, <= 1.02 shared.
 """
@@ -49,6 +53,12 @@ def main() -> None:
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)
+    cuda = torch.cuda.is_available()
+
+    def sync() -> None:  # CUDA kernels run asynchronously: wait for them before reading a clock
+        if cuda:
+            torch.cuda.synchronize()
+
     rec = load_recipe(a.recipe, [f"data.dir={a.data_dir}", *a.set])
     cfg = rec.config
     world = load_world(a.data_dir)
@@ -76,7 +86,9 @@ def main() -> None:
     gen_trainer.model.train()
     rows = [dict(r) for r in data for _ in range(a.generations)]
     t0 = time.perf_counter()
-    batch = gen_trainer._generate_and_score_completions(rows)
+    with gen_trainer.accelerator.autocast():
+        batch = gen_trainer._generate_and_score_completions(rows)
+    sync()
     gen_seconds = time.perf_counter() - t0
     shared_trainer = trainer_for("shared", 0.5)
     shared_trainer.environments = gen_trainer.environments
@@ -92,9 +104,12 @@ def main() -> None:
         samples = []
         for _ in range(a.repeats + 1):  # first repeat warms caches, not counted
             inputs = dict(batch)
+            sync()
             t0 = time.perf_counter()
-            loss = trainer.compute_loss(trainer.model, inputs)
+            with trainer.accelerator.autocast():
+                loss = trainer.compute_loss(trainer.model, inputs)
             loss.backward()
+            sync()
             samples.append(time.perf_counter() - t0)
             trainer.model.zero_grad(set_to_none=True)
         timings[name] = statistics.median(samples[1:])
@@ -103,7 +118,7 @@ def main() -> None:
     result = {
         "model": base, "prompts": a.prompts, "generations": a.generations, "phone_calls_in_batch": phone_calls,
         "reply_tokens_in_batch": int(batch["lfo_reply_mask"].sum()), "generation_seconds": round(gen_seconds, 3),
-        "threads": a.threads,
+        "threads": a.threads, "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "conditions": {
             name: {"train_seconds": round(t, 4), "train_ratio": round(t / base_t, 3),
                    "step_ratio": round((gen_seconds + t) / (gen_seconds + base_t), 3)}

@@ -80,7 +80,7 @@ def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int
     rows = []
     for start in range(0, len(transitions), batch_size):
         chunk = transitions[start : start + batch_size]
-        batch = build_batch(tokenizer, [world_model_example(t) for t in chunk], max_length)
+        batch = build_batch(tokenizer, [world_model_example(t) for t in chunk], max_length).to(model.device)
         with torch.no_grad():
             logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
             loss, correct, count = masked_lm_loss(logits, batch.labels)
@@ -133,6 +133,7 @@ def _generate(model, tokenizer, prompts: list[str], max_length: int, max_new_tok
                         max_length=max_length, add_special_tokens=False)
     finally:
         tokenizer.padding_side = side
+    enc = enc.to(model.device)
     with torch.no_grad():
         out = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
                              pad_token_id=tokenizer.pad_token_id)

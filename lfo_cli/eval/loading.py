@@ -38,11 +38,11 @@ def load_run_model(run_dir: str | Path, which: str = "policy", dtype: str = "flo
     """``(PeftModel, tokenizer)``: the run's base with its `policy` or `world_model` adapter, in eval mode."""
     from peft import PeftModel
 
-    from lfo_cli.models.registry import load_model
+    from lfo_cli.models.registry import default_device, load_model
 
     run_dir = Path(run_dir)
     adapter = _adapter_dir(run_dir, which)
-    model, tokenizer = load_model(base or base_model_of(run_dir, which), dtype=dtype)
+    model, tokenizer = load_model(base or base_model_of(run_dir, which), dtype=dtype, device=default_device())
     peft_model = PeftModel.from_pretrained(model, str(adapter), adapter_name=which)
     peft_model.eval()
     return peft_model, tokenizer

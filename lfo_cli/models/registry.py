@@ -146,6 +146,13 @@ def load_tokenizer(name_or_path: str | Path) -> Any:
     return tokenizer
 
 
+def default_device() -> str:
+    """``cuda`` when a GPU is visible, else ``cpu``: where evaluation puts a model it loads."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def load_model(
     name_or_path: str | Path, dtype: Any = "float32", device: str | None = None
 ) -> tuple[Any, Any]:
