@@ -419,6 +419,34 @@ def _make_task(rng: random.Random, task_id: str, split: str, company: Company, d
     )
 
 
+def draw_tasks(companies: dict[str, Company], pool: list[str], split: str, n: int, seed: int) -> list[Task]:
+    """``n`` tasks named ``{split}-00000``... on companies drawn from ``pool``, difficulties balanced 1..5.
+
+    Every draw is keyed by (seed, split) and the task id, so a split's tasks never depend on another's.
+    """
+    trng = sub_rng(seed, "tasks", split)
+    diffs = [DIFFICULTIES[j % len(DIFFICULTIES)] for j in range(n)]
+    trng.shuffle(diffs)
+    out = []
+    for j, d in enumerate(diffs):
+        tid = f"{split}-{j:05d}"
+        company = companies[trng.choice(pool)]
+        out.append(_make_task(sub_rng(seed, "task", tid), tid, split, company, d))
+    return out
+
+
+def fresh_training_tasks(world: WorldData, n: int, seed: int, split: str = "sft") -> list[Task]:
+    """``n`` new tasks on the training companies (never the held-out ones), outside the world's splits.
+
+    For supervised data that must not repeat the RL train tasks or touch val/transfer: new customers,
+    services and goals on the same companies. ``split`` must not be one of the world's own splits
+    (its ids would collide with theirs).
+    """
+    if split in SPLITS:
+        raise LfoError(f"fresh tasks need their own split name, not one of {SPLITS}")
+    return draw_tasks(world.companies, sorted(world.train_company_ids), split, n, seed)
+
+
 def generate_world(
     num_companies: int = 100,
     num_train_tasks: int = 500,
@@ -468,21 +496,14 @@ def generate_world(
     train_ids = sorted(set(companies) - heldout)
     held_ids = sorted(heldout)
     # ---- tasks: difficulties balanced 1..5 per split ----
-    tasks: dict[str, list[Task]] = {}
-    for split, n, pool in (
-        ("train", num_train_tasks, train_ids),
-        ("val", num_val_tasks, train_ids),
-        ("transfer", num_transfer_tasks, held_ids),
-    ):
-        trng = sub_rng(seed, "tasks", split)
-        diffs = [DIFFICULTIES[j % len(DIFFICULTIES)] for j in range(n)]
-        trng.shuffle(diffs)
-        out = []
-        for j, d in enumerate(diffs):
-            tid = f"{split}-{j:05d}"
-            company = companies[trng.choice(pool)]
-            out.append(_make_task(sub_rng(seed, "task", tid), tid, split, company, d))
-        tasks[split] = out
+    tasks = {
+        split: draw_tasks(companies, pool, split, n, seed)
+        for split, n, pool in (
+            ("train", num_train_tasks, train_ids),
+            ("val", num_val_tasks, train_ids),
+            ("transfer", num_transfer_tasks, held_ids),
+        )
+    }
     config = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
     return WorldData(companies=companies, tasks=tasks, seed=seed, config=config, heldout_company_ids=heldout)
 

@@ -88,6 +88,12 @@ class DataSection:
     )
     rollouts_per_task: int = field(default=2, metadata={"help": "Noisy rollouts per train task."})
     max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many train tasks (None: all)."})
+    fresh_tasks: int = field(
+        default=0,
+        metadata={"help": "Imitate on this many newly drawn tasks of the training companies instead of the world's "
+                  "train tasks (0: the train tasks). Fresh tasks keep the RL train tasks unseen, so a small model "
+                  "cannot memorise the tasks RL is then rewarded on, and give more distinct customers per epoch."},
+    )
     epsilon: float = field(
         default=0.1,
         metadata={"help": "Probability that a step is replaced by a random call (wrong guesses, extra calls)."},
@@ -111,6 +117,8 @@ class DataSection:
             raise LfoError(f"data.rollouts_per_task must be >= 1, got {self.rollouts_per_task}")
         if self.max_tasks is not None and self.max_tasks < 1:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
+        if self.fresh_tasks < 0:
+            raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
         for name in ("epsilon", "field_dropout"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
@@ -218,7 +226,12 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
     from lfo_cli.env.policies import NoiseConfig
     from lfo_cli.models.trajectories import collect_trajectories
 
-    tasks = list(world.tasks.get("train", []))
+    if cfg.data.fresh_tasks:
+        from lfo_cli.env.world import fresh_training_tasks, sub_seed
+
+        tasks = fresh_training_tasks(world, cfg.data.fresh_tasks, seed=sub_seed("sft", world.seed, cfg.seed))
+    else:
+        tasks = list(world.tasks.get("train", []))
     if cfg.data.max_tasks is not None:
         tasks = random.Random(cfg.seed).sample(tasks, min(cfg.data.max_tasks, len(tasks)))
     if not tasks:
@@ -324,7 +337,7 @@ def evaluate_agent(
             if generate_fn is not None:
                 generated = generate_fn(prompt_ids, temperature, max_new_tokens, seed + start)
             else:
-                batch = tokenizer.pad({"input_ids": prompt_ids}, return_tensors="pt", padding_side="left")
+                batch = tokenizer.pad({"input_ids": prompt_ids}, return_tensors="pt", padding_side="left").to(model.device)
                 with torch.no_grad():
                     out = model.generate(
                         **batch, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,

@@ -175,3 +175,21 @@ def test_committed_default_world_is_in_sync_with_the_generator(tmp_path):
     assert len(world.companies) == 100 and [len(world.tasks[s]) for s in ("train", "val", "transfer")] == [500, 100, 100]
     write_world(generate_world(100, 500, 100, 0.5, 0), tmp_path)
     assert _digest(tmp_path) == _digest(repo_data)
+
+
+@pytest.mark.parametrize("seed", [5, 17])
+def test_fresh_training_tasks_stay_on_training_companies_and_off_the_splits(world, seed):
+    from lfo_cli.env.world import fresh_training_tasks
+
+    fresh = fresh_training_tasks(world, 250, seed=seed)
+    assert len(fresh) == 250 and {t.split for t in fresh} == {"sft"}
+    assert {t.company_id for t in fresh} <= world.train_company_ids
+    assert {t.difficulty for t in fresh} == {1, 2, 3, 4, 5}
+    assert [t.difficulty for t in fresh].count(1) == 50  # balanced like the world's own splits
+    assert not {t.task_id for t in fresh} & set(world.task_by_id)
+    existing = {(t.company_id, t.goal, t.user_name) for t in world.all_tasks()}
+    assert sum((t.company_id, t.goal, t.user_name) in existing for t in fresh) <= 2  # new customers and goals
+    assert [t.to_dict() for t in fresh_training_tasks(world, 250, seed=seed)] == [t.to_dict() for t in fresh]
+    assert fresh_training_tasks(world, 250, seed=seed + 1)[0].to_dict() != fresh[0].to_dict()
+    with pytest.raises(LfoError, match="own split"):
+        fresh_training_tasks(world, 5, seed=seed, split="val")

@@ -34,6 +34,7 @@ from lfo_cli.recipes import load_recipe
         (DataSection, {"rollouts_per_task": 0}, "rollouts_per_task"),
         (DataSection, {"induction_rows": -1}, "induction_rows"),
         (DataSection, {"induction_max_len": 4}, "induction_max_len"),
+        (DataSection, {"fresh_tasks": -1}, "fresh_tasks"),
         (TrainSection, {"learning_rate": 0}, "learning_rate"),
         (TrainSection, {"max_length": 8}, "max_length"),
         (TrainSection, {"max_minutes": -1}, "max_minutes"),
@@ -59,6 +60,22 @@ def test_recipes_resolve_and_reject_bad_input():
     result = CliRunner().invoke(app, ["train", "--recipe", "warmstart_micro", "--set", "eval.temperature=0",
                                       "--dry-run"])
     assert result.exit_code == 2 and "temperature" in result.output and "Traceback" not in result.output
+
+
+def test_fresh_tasks_replace_the_rl_train_tasks_in_the_sft_data(small_world_dir):
+    from lfo_cli.env import load_world
+    from lfo_cli.models.warmstart import collect_sft_trajectories
+
+    world = load_world(small_world_dir)
+    cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=30, rollouts_per_task=2))
+    trajs = collect_sft_trajectories(cfg, world)
+    ids = {t["task_id"] for t in trajs}
+    assert len(trajs) == 60 and len(ids) == 30
+    assert not ids & {t.task_id for t in world.all_tasks()}  # never the world's train, val or transfer tasks
+    default = collect_sft_trajectories(WarmStartConfig(data=DataSection(dir=small_world_dir)), world)
+    assert {t["task_id"] for t in default} == {t.task_id for t in world.tasks["train"]}
+    other_seed = collect_sft_trajectories(WarmStartConfig(seed=1, data=DataSection(dir=small_world_dir, fresh_tasks=30)), world)
+    assert other_seed[0]["messages"] != trajs[0]["messages"]
 
 
 def test_missing_world_names_the_gen_env_command(tmp_path):
