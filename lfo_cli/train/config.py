@@ -108,6 +108,11 @@ class DualLoRAConfig(GRPOConfig):
     wm_max_examples: int = field(
         default=64, metadata={"help": "At most this many world-model examples per micro-batch (sampled evenly)."}
     )
+    wm_batch_tokens: int = field(
+        default=4096,
+        metadata={"help": "Padded-token budget of one world-model forward: examples are sorted by length and "
+                  "grouped so short ones are not padded to the longest (same loss, less compute). 0: one forward."},
+    )
     wm_grad_probe_every: int = field(
         default=10,
         metadata={"help": "Measure grad_norm/policy_from_wm (|d(lambda*wm_loss)/d policy params|) every N steps; 0 = never."},
@@ -144,6 +149,8 @@ class DualLoRAConfig(GRPOConfig):
             raise LfoError(f"wm.max_length must be >= 16 tokens, got {self.wm_max_length}")
         if self.wm_max_examples < 1:
             raise LfoError(f"wm.max_examples must be >= 1, got {self.wm_max_examples}")
+        if self.wm_batch_tokens < 0:
+            raise LfoError(f"wm.batch_tokens must be >= 0 (0 = one forward), got {self.wm_batch_tokens}")
         if self.wm_learning_rate is not None and self.wm_learning_rate <= 0:
             raise LfoError(f"wm.lr must be > 0, got {self.wm_learning_rate}")
         self.schedule = Schedule.parse(self.wm_schedule)

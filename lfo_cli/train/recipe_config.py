@@ -57,6 +57,7 @@ class WMSection:
     learning_rate: float | None = None
     max_length: int = 512
     max_examples: int = 64
+    batch_tokens: int = 4096
     grad_probe_every: int = 10
 
 

@@ -33,7 +33,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
-from lfo_cli.train.wm_loss import build_batch, reply_token_mask, world_model_forward
+from lfo_cli.train.wm_loss import build_length_batches, reply_token_mask, world_model_forward
 
 WM_COLUMN = "lfo_wm_examples"
 REPLY_MASK = "lfo_reply_mask"
@@ -133,16 +133,17 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             return [None] * len(kwargs.get("prompts", []))
         per_env = [self.wm_examples_fn(env, self._wm_tools) for env in environments]
         flat = [ex for exs in per_env for ex in exs]
-        losses: list[float] = []
+        losses = [0.0] * len(flat)
         if flat:
+            batches, order = build_length_batches(self.processing_class, flat, self.args.wm_max_length,
+                                                  self.args.wm_batch_tokens)
             was_training = self.model.training
             self.model.eval()
             with torch.no_grad(), active(self.model, [WORLD_MODEL]):
-                for start in range(0, len(flat), self.args.wm_max_examples):
-                    chunk = flat[start : start + self.args.wm_max_examples]
-                    batch = build_batch(self.processing_class, chunk, self.args.wm_max_length).to(self.accelerator.device)
-                    losses += world_model_forward(self.model, batch)[1].tolist()
+                per_example = world_model_forward(self.model, [b.to(self.accelerator.device) for b in batches])[1]
             self.model.train(was_training)
+            for index, value in zip(order, per_example.tolist(), strict=True):
+                losses[index] = value
         out, k = [], 0
         for exs in per_env:
             vals = losses[k : k + len(exs)]
@@ -215,10 +216,12 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         if len(examples) > self.args.wm_max_examples:  # evenly spaced subsample, deterministic
             stride = len(examples) / self.args.wm_max_examples
             examples = [examples[math.floor(i * stride)] for i in range(self.args.wm_max_examples)]
-        batch = build_batch(self.processing_class, examples, self.args.wm_max_length).to(self.accelerator.device)
+        batches, _ = build_length_batches(self.processing_class, examples, self.args.wm_max_length,
+                                          self.args.wm_batch_tokens)
+        batches = [b.to(self.accelerator.device) for b in batches]
         adapters = [POLICY, WORLD_MODEL] if self.args.wm_coupling == "stacked" else [WORLD_MODEL]
         with active(self.model, adapters):
-            wm_loss, _, metrics = world_model_forward(model, batch)
+            wm_loss, _, metrics = world_model_forward(model, batches)
         self._metrics[mode]["losses/wm"].append(float(wm_loss.detach()))
         for key, value in metrics.items():
             self._metrics[mode][key].append(value)

@@ -50,7 +50,32 @@ def tokenize_example(tokenizer, text: str, span: tuple[int, int], max_length: in
 
 
 def build_batch(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]], max_length: int) -> WMBatch:
+    return _pad([tokenize_example(tokenizer, text, span, max_length) for text, span in examples], tokenizer)
+
+
+def build_length_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]], max_length: int,
+                         batch_tokens: int) -> tuple[list[WMBatch], list[int]]:
+    """The examples as padded batches of similar length, each of at most ``batch_tokens`` padded tokens.
+
+    One padded batch pads every example to the longest; world-model examples vary from a first call's
+    short state to a long history (on the default world ~37% of such a batch was padding). Sorted by
+    length, consecutive examples are grouped while ``rows x longest <= batch_tokens`` (a longer example
+    still gets a batch of its own). ``batch_tokens <= 0`` gives one batch. Returns the batches and
+    ``order``: the example index of each row, batch after batch.
+    """
     rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
+    if batch_tokens <= 0:
+        return [_pad(rows, tokenizer)], list(range(len(rows)))
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+    groups: list[list[int]] = [[]]
+    for i in order:  # ascending: the newest row is the group's longest
+        if groups[-1] and (len(groups[-1]) + 1) * len(rows[i][0]) > batch_tokens:
+            groups.append([])
+        groups[-1].append(i)
+    return [_pad([rows[i] for i in g], tokenizer) for g in groups], order
+
+
+def _pad(rows: list[tuple[list[int], list[int]]], tokenizer) -> WMBatch:
     width = max(len(ids) for ids, _ in rows)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -84,10 +109,14 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Te
     return loss_per_example, correct, count
 
 
-def world_model_forward(model, batch: WMBatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """Mean loss over examples (each example's loss is its token-mean), per-example losses, and metrics."""
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
-    per_example, correct, count = masked_lm_loss(out.logits, batch.labels)
+def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """Mean loss over examples (each example's loss is its token-mean), per-example losses, and metrics.
+
+    ``batch`` may be a list of batches (:func:`build_length_batches`): one forward each, per-example
+    results concatenated in batch order; the mean is over all examples, as for one batch.
+    """
+    parts = [_forward(model, b) for b in ([batch] if isinstance(batch, WMBatch) else batch)]
+    per_example, correct, count = (torch.cat(xs) for xs in zip(*parts, strict=True))
     loss = per_example.mean()
     metrics = {
         "wm/token_acc": float(correct.sum()) / max(int(count.sum()), 1),
@@ -95,6 +124,11 @@ def world_model_forward(model, batch: WMBatch) -> tuple[torch.Tensor, torch.Tens
         "wm/target_tokens": float(count.sum()),
     }
     return loss, per_example.detach(), metrics
+
+
+def _forward(model, batch: WMBatch):
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+    return masked_lm_loss(out.logits, batch.labels)
 
 
 def reply_token_mask(tokenizer, completion_ids: Sequence[int], tool_mask: Sequence[int],

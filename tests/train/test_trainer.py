@@ -248,3 +248,45 @@ def test_surprise_reward_is_world_model_error(tokenizer, tmp_path):
     assert bonus[0] == 0.0 and bonus[1] > 0
     assert bonus[1] == pytest.approx(bonus[2], rel=1e-4)  # same example: same mean error
     assert trainer.model.active_adapters == [POLICY]
+
+
+def _examples_of_varied_length(n=7):
+    out = []
+    for i in range(n):  # histories of 0..n-1 previous actions: lengths spread like a real batch
+        history = "".join(f"- make_phone_call({{\"n\": {k}}}): the rep asked for pin\n" for k in range(i * 3))
+        text = WM_TEXT.replace("- search_company: the rep\n", history or "- (none)\n")
+        out.append((text + WM_TARGET, (len(text), len(text) + len(WM_TARGET))))
+    return out
+
+
+@pytest.mark.parametrize("budget", [1, 300, 900])
+def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokenizer, budget):
+    from lfo_cli.train.wm_loss import build_length_batches, world_model_forward
+
+    torch.manual_seed(0)
+    model = attach_dual_lora(tiny_model(tokenizer), LoraSettings(r=4, alpha=8, dropout=0.0))
+    for p in adapter_params(model, WORLD_MODEL):  # LoRA B starts at zero: make the adapter do something
+        p.data.normal_(0, 0.05)
+    model.set_adapter(WORLD_MODEL)
+    examples = _examples_of_varied_length()
+
+    def loss_and_grads(batches):
+        model.zero_grad(set_to_none=True)
+        loss, per_example, _ = world_model_forward(model, batches)
+        loss.backward()
+        return loss.detach(), per_example, [p.grad.clone() for p in adapter_params(model, WORLD_MODEL)]
+
+    one = build_batch(tokenizer, examples, max_length=512)
+    batches, order = build_length_batches(tokenizer, examples, max_length=512, batch_tokens=budget)
+    assert sorted(order) == list(range(len(examples)))
+    assert all(b.input_ids.numel() <= budget or b.input_ids.size(0) == 1 for b in batches)
+    assert sum(b.input_ids.numel() for b in batches) < one.input_ids.numel()  # less padding
+    assert sum(b.num_target_tokens for b in batches) == one.num_target_tokens
+    loss1, per1, grads1 = loss_and_grads(one)
+    loss2, per2, grads2 = loss_and_grads(batches)
+    torch.testing.assert_close(loss2, loss1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(per2, per1[order], rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads1, grads2, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+    single, _ = build_length_batches(tokenizer, examples, max_length=512, batch_tokens=0)
+    assert len(single) == 1 and torch.equal(single[0].input_ids, one.input_ids)
