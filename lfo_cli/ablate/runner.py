@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import signal
 import subprocess
 import sys
@@ -138,6 +139,17 @@ class Lock:
         self.fh.close()  # closing releases the flock
 
 
+def child_env(parallel: int) -> dict[str, str]:
+    """The cell's environment: N cells at a time share the cores (``OMP_NUM_THREADS`` = cores // N).
+
+    Without it every child starts torch with one thread per core, and N children oversubscribe the
+    machine. An ``OMP_NUM_THREADS`` already set by the user wins.
+    """
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // parallel)))
+    return env
+
+
 def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, show: bool = True,
              poll_s: float = 0.2) -> list[Record]:
     """Run every incomplete cell; return one :class:`Record` per cell (in grid order)."""
@@ -184,7 +196,7 @@ def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, s
                                 f"{' '.join(argv)}\n")
                     logfh.flush()
                     proc = subprocess.Popen(argv, stdout=logfh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+                                            env=child_env(parallel), preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
                     rec.status, rec.note = "running", ("resumed" if resume else "")
                     running[rec.cell.cell_id] = (rec, proc, time.monotonic(), logfh)
                     write_runs_csv(runs_csv, grid, records)

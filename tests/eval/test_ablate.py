@@ -33,7 +33,7 @@ CELL_SCRIPT = textwrap.dedent(
         fh.write(cell + "\\n")
     out.mkdir(parents=True, exist_ok=True)
     (out / "pid").write_text(str(os.getpid()))
-    print("overrides:", sys.argv[4:], flush=True)
+    print("overrides:", sys.argv[4:], "threads:", os.environ.get("OMP_NUM_THREADS"), flush=True)
     time.sleep(float(os.environ.get("CELL_SLEEP", "0")))
     if os.environ.get("FAIL_SEED") == str(seed):
         print("boom", flush=True)
@@ -158,6 +158,8 @@ def test_failed_cell_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
     assert rows["coef-0__s1"]["status"] == "failed" and rows["coef-0__s1"]["exit_code"] == "3"
     log = Path(rows["coef-0__s1"]["log"])
     assert "boom" in log.read_text() and "trainer.max_steps=2" in log.read_text()
+    if "OMP_NUM_THREADS" not in os.environ:  # two cells at a time: each gets half the cores
+        assert f"threads: {max(1, (os.cpu_count() or 1) // 2)}" in log.read_text()
     assert rows["coef-0.5__s0"]["wm.coef"] == "0.5" and rows["coef-0.5__s0"]["seed"] == "0"
 
     # re-run: complete cells are skipped, failed ones retried (and now succeed)
@@ -255,3 +257,15 @@ def test_kill_ablate_and_rerun_finishes_only_the_missing_cells(tmp_path):
     assert sorted(second) == sorted([running[0]] + [c for c in _rows(runs) if c not in first])
     assert len(second) == 2
     assert all(r["status"] == "complete" for r in _rows(runs).values())
+
+
+def test_parallel_cells_share_the_cores(tmp_path, monkeypatch):
+    from lfo_cli.ablate.runner import child_env
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert child_env(1)["OMP_NUM_THREADS"] == "8"
+    assert child_env(2)["OMP_NUM_THREADS"] == "4"
+    assert child_env(16)["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's setting wins
+    assert child_env(2)["OMP_NUM_THREADS"] == "3"
