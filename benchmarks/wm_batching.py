@@ -1,0 +1,97 @@
+"""World-model loss: one padded batch vs length-sorted batches (`wm.batch_tokens`), same examples.
+
+The examples are the phone calls of noisy `prior` rollouts on the val tasks (the lengths a training
+batch sees: a first call's short state up to a long history). Each arm runs forward + backward of the
+world-model loss with the `world_model` adapter, alternating arms, ``--repeats`` times; the median
+seconds and the ratio are printed, with the padded-token counts that explain them. Timing does not
+depend on the weights, so the plain `micro` base is used (no warm start needed).
+
+    python benchmarks/wm_batching.py                       # 16 rollouts' phone calls, micro
+    python benchmarks/wm_batching.py --rollouts 64 --batch-tokens 2048 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="micro")
+    parser.add_argument("--data-dir", default="data")
+    parser.add_argument("--rollouts", type=int, default=16, help="rollouts whose phone calls form the batch")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    a = parser.parse_args()
+
+    import torch
+    from transformers import set_seed
+
+    from lfo_cli.env import load_world
+    from lfo_cli.env.episode import Episode
+    from lfo_cli.env.policies import NoiseConfig, run_episode
+    from lfo_cli.models.registry import load_model
+    from lfo_cli.train.adapters import WORLD_MODEL, LoraSettings, activate, attach_dual_lora
+    from lfo_cli.train.trainer import examples_from_environment
+    from lfo_cli.train.wm_loss import build_length_batches, world_model_forward
+
+    torch.set_num_threads(a.threads)
+    set_seed(a.seed)
+    world = load_world(a.data_dir)
+    episode = Episode(world)
+    examples = []
+    for i, task in enumerate(world.tasks["val"][: a.rollouts]):
+        run_episode(episode, "prior", task, rollout_seed=a.seed + i, noise=NoiseConfig(epsilon=0.1, field_dropout=0.1))
+        examples += examples_from_environment(episode, ("make_phone_call",))
+    model, tokenizer = load_model(a.model)
+    model = attach_dual_lora(model, LoraSettings())
+    activate(model, WORLD_MODEL)
+    model.train()
+    arms = {"one_batch": 0, "length_batches": a.batch_tokens}
+    built = {name: build_length_batches(tokenizer, examples, a.max_length, tokens)[0] for name, tokens in arms.items()}
+
+    def run(batches) -> float:
+        t0 = time.perf_counter()
+        loss, _, _ = world_model_forward(model, batches)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0
+
+    for batches in built.values():  # warm-up, not counted
+        run(batches)
+    samples: dict[str, list[float]] = {name: [] for name in arms}
+    for _ in range(a.repeats):
+        for name, batches in built.items():
+            samples[name].append(run(batches))
+    result = {
+        "model": a.model, "examples": len(examples), "threads": a.threads, "batch_tokens": a.batch_tokens,
+        "target_tokens": sum(b.num_target_tokens for b in built["one_batch"]),
+        "arms": {name: {"forwards": len(built[name]), "padded_tokens": sum(b.input_ids.numel() for b in built[name]),
+                        "real_tokens": sum(int(b.attention_mask.sum()) for b in built[name]),
+                        "median_s": round(statistics.median(samples[name]), 4)} for name in arms},
+    }
+    result["speedup"] = round(result["arms"]["one_batch"]["median_s"] / result["arms"]["length_batches"]["median_s"], 3)
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"world-model loss forward+backward: {len(examples)} phone calls, {a.threads} threads")
+    for col in ("arm", "forwards", "padded tokens", "real tokens", "median s"):
+        table.add_column(col, justify="right")
+    for name, r in result["arms"].items():
+        table.add_row(name, str(r["forwards"]), str(r["padded_tokens"]), str(r["real_tokens"]), f"{r['median_s']:.3f}")
+    Console().print(table)
+    print(f"speed-up of length batches over one padded batch: {result['speedup']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
