@@ -11,6 +11,7 @@ Prints both medians and the ratio (untuned / tuned).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -56,7 +57,7 @@ def worker(steps: int, batch_size: int, data_dir: str) -> dict:
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok,
                          callbacks=[_Clock()])
     trainer.train()
-    per_step = [b - a for a, b in zip(stamps, stamps[1:])][3:]  # drop warm-up steps
+    per_step = [b - a for a, b in itertools.pairwise(stamps)][3:]  # drop warm-up steps
     return {"tuned": tuned, "median_step_s": statistics.median(per_step), "steps_timed": len(per_step)}
 
 

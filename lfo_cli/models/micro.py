@@ -136,7 +136,7 @@ def boilerplate_tokens(tools: list[dict] | None = None) -> list[str]:
                 opener = {"string": '"', "array": "["}.get(kind, "")
                 pieces.append(opening + json.dumps({required[0]: None})[:-5] + opener)
             # ... and the separator into each later required argument, e.g. '", "auth_info": {'
-            for prev, arg in zip(required, required[1:]):
+            for prev, arg in itertools.pairwise(required):
                 prev_kind = params.get("properties", {}).get(prev, {}).get("type")
                 kind = params.get("properties", {}).get(arg, {}).get("type")
                 if prev_kind == "string":
