@@ -1,0 +1,60 @@
+"""Does a warm-started model read its tasks, or remember them? Success on train vs val tasks.
+
+RL trains on the world's `train` tasks. A warm start that imitated on those same tasks can succeed
+there by recalling the customers' values instead of copying them from the form's reply; validation
+tasks (same companies, new customers) then show the skill. This plays the first ``--tasks`` tasks of
+the chosen difficulties of each split with each model (temperature 1.0, same sampling seed) and
+prints success by split and difficulty.
+
+    python benchmarks/memorisation_gap.py ~/.cache/lfo/warmstart/micro-*/model
+    python benchmarks/memorisation_gap.py runs/ws_micro/model runs/ws_fresh/model --difficulties 1 3 --seed 1 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", help="model directories (a warm start's model/)")
+    parser.add_argument("--data-dir", default="data")
+    parser.add_argument("--difficulties", type=int, nargs="+", default=[1, 3])
+    parser.add_argument("--tasks", type=int, default=60, help="tasks per split (the first N of those difficulties)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    a = parser.parse_args()
+
+    from lfo_cli.env import load_world
+    from lfo_cli.models.registry import load_model
+    from lfo_cli.models.warmstart import evaluate_agent, summarize_eval
+
+    world = load_world(a.data_dir)
+    rows = []
+    for path in a.models:
+        model, tokenizer = load_model(path)
+        for split in ("train", "val"):
+            tasks = [t for t in world.tasks[split] if t.difficulty in a.difficulties][: a.tasks]
+            s = summarize_eval(evaluate_agent(model, tokenizer, world, tasks, seed=a.seed))
+            row = {"model": path, "split": split, "valid_tool_call_rate": round(s["eval/valid_tool_call_rate"], 3)}
+            for d in a.difficulties:
+                row[f"success_d{d}"] = s.get(f"eval/success_d{d}")
+                row[f"episodes_d{d}"] = s.get(f"eval/episodes_d{d}")
+            rows.append(row)
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"success on train vs val tasks (temperature 1.0, seed {a.seed})")
+    for col in rows[0]:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*[f"{v:.0%}" if isinstance(v, float) and k.startswith("success") else str(v) for k, v in row.items()])
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
