@@ -619,9 +619,9 @@ def paired_verdict(t: dict, higher: str, lower: str, alpha: float = 0.05) -> str
 def _headline_sentence(b: str, d: str, r70: dict, auc: dict, by_cond) -> str:
     nb, nd = len(by_cond[b]), len(by_cond[d])
     if r70["kind"] == "not_reached":
-        who = ("neither condition" if r70["reached_num"] == 0 and r70["reached_den"] == 0 else
-               "the baseline" if r70["reached_num"] == 0 else "dual-LoRA")
-        ratio = f"70% validation success was not reached by {who} (any seed), so the tasks-to-70% ratio is not defined"
+        who = ("no seed of either condition" if r70["reached_num"] == 0 and r70["reached_den"] == 0 else
+               "no baseline seed" if r70["reached_num"] == 0 else "no dual-LoRA seed")
+        ratio = f"{who} reached 70% validation success, so the tasks-to-70% ratio is not defined"
     elif not _finite(r70["value"]):
         ratio = f"the tasks-to-70% ratio is not defined ({r70['note']})"
     else:

@@ -87,7 +87,7 @@ def test_not_reached_is_stated_plainly(tmp_path, make_run):
     [r70] = [r for r in summary["sample_efficiency"]["ratios"] if r["threshold"] == 0.7]
     assert r70["kind"] == "not_reached" and r70["value"] is None
     index = (out / "index.md").read_text()
-    assert "70% validation success was not reached by the baseline" in index
+    assert "no baseline seed reached 70% validation success" in index
     assert "not reached (0/3; max 2000 tasks)" in index
     assert "Transfer: not measured" in index and not (out / "transfer.png").exists()
     # one baseline seed reaches it: the ratio becomes a lower bound, said as such
