@@ -17,6 +17,7 @@ recipe only lists what differs. Unknown keys, wrong types and out-of-range value
 from __future__ import annotations
 
 import dataclasses
+import math
 import difflib
 import importlib
 import types
@@ -199,6 +200,14 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
             raise LfoError(f"{where}: expected an integer, got {value!r}")
         return value
     if tp is float:
+        if isinstance(value, str):
+            # YAML 1.1 (PyYAML) reads `1e-3` (no dot) as a string; accept any finite float literal.
+            try:
+                parsed = float(value)
+            except ValueError:
+                parsed = None
+            if parsed is not None and math.isfinite(parsed):
+                return parsed
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise LfoError(f"{where}: expected a number, got {value!r}")
         return float(value)

@@ -54,6 +54,15 @@ def test_overrides_are_typed(recipe_dir):
     assert rec.config.seed == 7 and rec.config.targets == ["q_proj", "v_proj"]
 
 
+def test_exponent_without_a_dot_is_a_number():
+    # PyYAML (YAML 1.1) reads `1e-3` as a string; a float field must still take it.
+    rec = recipes.load_recipe("dual_lora_micro", ["trainer.learning_rate=1e-3", "wm.coef=5e-1"])
+    assert rec.config.trainer["learning_rate"] == 1e-3 and rec.config.wm.coef == 0.5
+    for bad in ("trainer.learning_rate=nan", "trainer.learning_rate=1e-3x"):
+        with pytest.raises(LfoError, match="expected a number"):
+            recipes.load_recipe("dual_lora_micro", [bad])
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

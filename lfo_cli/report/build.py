@@ -42,6 +42,8 @@ def num(x: Any) -> str:
     """One number for text: integers and large values without decimals, else 3 significant digits."""
     if not _finite(x):
         return "n/a"
+    if abs(x) < 1e-12:  # float residue of a mean of cancelling differences (e.g. 5.8e-19) reads as 0
+        return "0"
     if abs(x) >= 100 or float(x).is_integer():
         return f"{x:.0f}"
     return f"{x:.3g}"

@@ -196,3 +196,13 @@ def test_bad_inputs_exit_2_one_line(tmp_path, make_run):
     assert result.exit_code == 0, result.output
     skipped = json.loads(result.stdout)["skipped"]
     assert len(skipped) == 1 and "bad" in skipped[0]["run"] and "metrics.jsonl" in skipped[0]["reason"]
+
+
+def test_number_format_drops_float_residue():
+    from lfo_cli.report.build import num
+
+    # mean of (0.01, -0.01, 0.0) is ~5.8e-19 in floating point: the report must say 0, not 5.78e-19
+    assert num(sum([0.01, 0.0, -0.01]) / 3 + 5.78e-19) == "0"
+    assert num(0.00633) == "0.00633"
+    assert num(-0.004) == "-0.004"
+    assert num(float("nan")) == "n/a"
