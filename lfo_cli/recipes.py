@@ -17,9 +17,9 @@ recipe only lists what differs. Unknown keys, wrong types and out-of-range value
 from __future__ import annotations
 
 import dataclasses
-import math
 import difflib
 import importlib
+import math
 import types
 import typing
 from dataclasses import dataclass, field

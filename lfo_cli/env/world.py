@@ -175,6 +175,19 @@ class WorldData:
         except KeyError:
             raise LfoError(f"unknown task id {task_id!r}") from None
 
+    def register_tasks(self, tasks: list[Task]) -> None:
+        """Make tasks outside the world's splits (e.g. `fresh_training_tasks`) resolvable by `task()`.
+
+        In memory only: the splits, and what `save_world` writes, are unchanged.
+        """
+        clash = sorted(t.task_id for t in tasks if t.task_id in self.task_by_id)
+        if clash:
+            raise LfoError(f"task ids already in the world: {', '.join(clash[:3])}")
+        for t in tasks:
+            if t.company_id not in self.companies:
+                raise LfoError(f"task {t.task_id}: unknown company {t.company_id!r}")
+            self.task_by_id[t.task_id] = t
+
     def all_tasks(self) -> list[Task]:
         return [t for s in SPLITS for t in self.tasks[s]]
 

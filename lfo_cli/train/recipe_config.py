@@ -33,8 +33,16 @@ class DataSection:
     min_difficulty: int = field(default=1, metadata={"help": "Lowest task difficulty trained on."})
     max_difficulty: int = field(default=5, metadata={"help": "Highest task difficulty trained on."})
     max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many training tasks."})
+    fresh_tasks: int = field(
+        default=0,
+        metadata={"help": "Train on this many newly drawn tasks of the training companies (seeded by the run "
+                  "seed, difficulties balanced, then filtered by min/max_difficulty) instead of the world's "
+                  "train split, which the warm start imitated and partly memorised; 0 = the train split."},
+    )
 
     def __post_init__(self):
+        if self.fresh_tasks < 0:
+            raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
         if not 1 <= self.min_difficulty <= self.max_difficulty <= 5:
             raise LfoError(
                 f"data difficulties must satisfy 1 <= min_difficulty <= max_difficulty <= 5, "

@@ -20,6 +20,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from lfo_cli.errors import LfoError
 from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl, iter_jsonl
 from lfo_cli.train.recipe_config import TrainConfig
 
@@ -128,6 +129,23 @@ def save_adapters(model, run_dir: Path) -> None:
     shutil.rmtree(staged)
 
 
+def training_tasks(world, data, seed: int) -> list:
+    """The RL training tasks: the world's train split, or ``data.fresh_tasks`` newly drawn ones (then
+    registered in ``world`` so the environment resolves their ids), filtered by difficulty, capped."""
+    from lfo_cli.env.world import fresh_training_tasks
+
+    pool = world.tasks["train"]
+    if data.fresh_tasks:
+        # New tasks on the training companies: the warm start never saw them, so train reward measures
+        # the skill (reading the directory, copying values), not recall of imitated episodes.
+        pool = fresh_training_tasks(world, data.fresh_tasks, seed=seed, split="rl")
+        world.register_tasks(pool)
+    tasks = [t for t in pool if data.min_difficulty <= t.difficulty <= data.max_difficulty]
+    if not tasks:
+        raise LfoError(f"no training tasks at difficulty {data.min_difficulty}..{data.max_difficulty}")
+    return tasks[: data.max_tasks] if data.max_tasks else tasks
+
+
 def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> dict:
     import torch
     from datasets import Dataset
@@ -147,9 +165,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
 
     args = cfg.grpo_args(str(out_dir))  # hardware-dependent checks (bf16 on CPU, ...) before any expensive work
     world = load_world(cfg.data.dir)
-    tasks = [t for t in world.tasks["train"] if cfg.data.min_difficulty <= t.difficulty <= cfg.data.max_difficulty]
-    if cfg.data.max_tasks:
-        tasks = tasks[: cfg.data.max_tasks]
+    tasks = training_tasks(world, cfg.data, cfg.seed)
     base = cfg.model.name
     if cfg.model.warmstart:
         from lfo_cli.models.warmstart import ensure_warmstart

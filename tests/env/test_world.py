@@ -193,3 +193,23 @@ def test_fresh_training_tasks_stay_on_training_companies_and_off_the_splits(worl
     assert fresh_training_tasks(world, 250, seed=seed + 1)[0].to_dict() != fresh[0].to_dict()
     with pytest.raises(LfoError, match="own split"):
         fresh_training_tasks(world, 5, seed=seed, split="val")
+
+
+def test_registered_fresh_tasks_resolve_by_id_without_touching_the_splits(world):
+    from lfo_cli.env.episode import Episode
+    from lfo_cli.env.world import fresh_training_tasks
+
+    before = {s: len(ts) for s, ts in world.tasks.items()}
+    fresh = fresh_training_tasks(world, 20, seed=3, split="rl_test")
+    with pytest.raises(LfoError, match="unknown task id"):
+        world.task(fresh[0].task_id)
+    world.register_tasks(fresh)
+    try:
+        assert world.task(fresh[7].task_id) is fresh[7]
+        assert {s: len(ts) for s, ts in world.tasks.items()} == before
+        assert Episode(world).reset(fresh[7].task_id) == fresh[7].prompt()
+        with pytest.raises(LfoError, match="already in the world"):
+            world.register_tasks(fresh[:1])
+    finally:
+        for t in fresh:
+            world.task_by_id.pop(t.task_id, None)

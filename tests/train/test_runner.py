@@ -103,3 +103,19 @@ def test_accelerate_two_cpu_processes(setup, tmp_path):
     # 4 completions per process per step x 2 processes / 2 generations = 4 tasks per step
     assert summary["steps"] == 2 and summary["tasks_seen"] == 8
     assert steps_logged(out) == [1, 2]
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_fresh_training_tasks_replace_the_train_split(seed):
+    from lfo_cli.env import generate_world
+    from lfo_cli.train.recipe_config import DataSection
+    from lfo_cli.train.runner import training_tasks
+
+    world = generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5)
+    assert training_tasks(world, DataSection(), seed) == world.tasks["train"]
+    fresh = training_tasks(world, DataSection(fresh_tasks=50, max_difficulty=2), seed)
+    assert len(fresh) == 20 and {t.difficulty for t in fresh} == {1, 2}  # 50 balanced over 1..5, then filtered
+    assert not {t.task_id for t in fresh} & {t.task_id for t in world.all_tasks()}
+    assert all(world.task(t.task_id) is t for t in fresh)  # the environment can reset to them
+    assert {t.company_id for t in fresh} <= world.train_company_ids
+    assert len(training_tasks(generate_world(12, 40, 8, 0.25, 5), DataSection(fresh_tasks=50, max_tasks=7), seed)) == 7
