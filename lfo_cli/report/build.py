@@ -559,8 +559,14 @@ def _training_sections(rep: Report, train: list[Run], varying: list[str], corr_w
         for c in conds:
             sub = pf[pf.condition == c]
             if not sub.empty:
-                lines.append(f"- {c}: mean grad_norm/policy_from_wm {num(float(sub['mean'].mean()))} "
-                             f"(max {num(float(sub['mean'].max()))}) over {len(sub)} logged steps")
+                line = (f"- {c}: mean grad_norm/policy_from_wm {num(float(sub['mean'].mean()))} "
+                        f"(max {num(float(sub['mean'].max()))}) over {len(sub)} logged steps")
+                if by_cond[c][0].run.role == "dual" and float(sub["mean"].abs().max()) == 0.0:
+                    line += (": exactly 0 at every probe, so this arm's world-model loss has no gradient path "
+                             "into the policy; it can reach the policy only through global gradient clipping "
+                             "and the random stream, and a difference from the baseline is not evidence that "
+                             "predicting replies helps")
+                lines.append(line)
         warn = [(c, k, float(sum(float(row[k]) for s in by_cond[c] for row in s.run.rows if k in row)))
                 for c in conds for k in ("warnings/policy_dominates", "warnings/wm_dominates")]
         warn = [w for w in warn if w[2] > 0]

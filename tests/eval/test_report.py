@@ -67,6 +67,10 @@ def test_report_numbers_on_hand_made_runs(tmp_path, make_run):
         assert (out / name).is_file(), name
     for name in ("learning_curves.png", "success_by_difficulty.png", "grad_norms.png", "transfer.png"):
         assert f"]({name})" in index
+    # separate coupling logged policy_from_wm == 0 throughout: the report says what that means (dual only)
+    grad_lines = [ln for ln in index.splitlines() if "mean grad_norm/policy_from_wm" in ln]
+    assert any(ln.startswith(f"- {dual}:") and "no gradient path" in ln for ln in grad_lines)
+    assert not any(ln.startswith(f"- {base}:") and "no gradient path" in ln for ln in grad_lines)
     # the correlation in index.md is the Pearson r of the points in the CSV
     pts = _csv(out / "wm_vs_learning_rate.csv")
     c = stats.pearson_with_ci([float(p["wm_token_acc"]) for p in pts], [float(p["success_per_1000_tasks"]) for p in pts])
