@@ -146,7 +146,8 @@ def child_env(parallel: int) -> dict[str, str]:
     machine. An ``OMP_NUM_THREADS`` already set by the user wins.
     """
     env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // parallel)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, cores // parallel)))
     return env
 
 

@@ -134,16 +134,18 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         per_env = [self.wm_examples_fn(env, self._wm_tools) for env in environments]
         flat = [ex for exs in per_env for ex in exs]
         losses = [0.0] * len(flat)
-        if flat:
-            batches, order = build_length_batches(self.processing_class, flat, self.args.wm_max_length,
-                                                  self.args.wm_batch_tokens)
-            was_training = self.model.training
-            self.model.eval()
+        was_training = self.model.training
+        self.model.eval()
+        # Chunks of wm_max_examples bound memory when wm.batch_tokens = 0 (one forward per chunk).
+        chunk = max(1, self.args.wm_max_examples)
+        for start in range(0, len(flat), chunk):
+            batches, order = build_length_batches(self.processing_class, flat[start : start + chunk],
+                                                  self.args.wm_max_length, self.args.wm_batch_tokens)
             with torch.no_grad(), active(self.model, [WORLD_MODEL]):
                 per_example = world_model_forward(self.model, [b.to(self.accelerator.device) for b in batches])[1]
-            self.model.train(was_training)
             for index, value in zip(order, per_example.tolist(), strict=True):
-                losses[index] = value
+                losses[start + index] = value
+        self.model.train(was_training)
         out, k = [], 0
         for exs in per_env:
             vals = losses[k : k + len(exs)]

@@ -159,7 +159,7 @@ def test_failed_cell_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
     log = Path(rows["coef-0__s1"]["log"])
     assert "boom" in log.read_text() and "trainer.max_steps=2" in log.read_text()
     if "OMP_NUM_THREADS" not in os.environ:  # two cells at a time: each gets half the cores
-        assert f"threads: {max(1, (os.cpu_count() or 1) // 2)}" in log.read_text()
+        assert f"threads: {max(1, len(os.sched_getaffinity(0)) // 2)}" in log.read_text()
     assert rows["coef-0.5__s0"]["wm.coef"] == "0.5" and rows["coef-0.5__s0"]["seed"] == "0"
 
     # re-run: complete cells are skipped, failed ones retried (and now succeed)
@@ -263,7 +263,7 @@ def test_parallel_cells_share_the_cores(tmp_path, monkeypatch):
     from lfo_cli.ablate.runner import child_env
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))  # the cores this process may use
     assert child_env(1)["OMP_NUM_THREADS"] == "8"
     assert child_env(2)["OMP_NUM_THREADS"] == "4"
     assert child_env(16)["OMP_NUM_THREADS"] == "1"

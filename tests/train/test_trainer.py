@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import random
 import sys
 from pathlib import Path
 
@@ -12,7 +13,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402
 
-from lfo_cli.train.adapters import POLICY, WORLD_MODEL, LoraSettings, adapter_params, attach_dual_lora  # noqa: E402
+from lfo_cli.train.adapters import (  # noqa: E402
+    POLICY,
+    WORLD_MODEL,
+    LoraSettings,
+    active,
+    adapter_params,
+    attach_dual_lora,
+)
 from lfo_cli.train.config import DualLoRAConfig, Schedule  # noqa: E402
 from lfo_cli.train.trainer import WM_COLUMN, DualLoRAGRPOTrainer  # noqa: E402
 from lfo_cli.train.wm_loss import IGNORE_INDEX, build_batch  # noqa: E402
@@ -250,6 +258,28 @@ def test_surprise_reward_is_world_model_error(tokenizer, tmp_path):
     assert trainer.model.active_adapters == [POLICY]
 
 
+@pytest.mark.parametrize("max_examples, batch_tokens", [(2, 0), (3, 600), (64, 1)])
+def test_surprise_reward_maps_each_loss_to_its_rollout(tokenizer, tmp_path, max_examples, batch_tokens):
+    from types import SimpleNamespace
+
+    from lfo_cli.train.wm_loss import world_model_forward
+
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=1.0, wm_intrinsic="surprise", wm_intrinsic_coef=0.5,
+                           wm_max_examples=max_examples, wm_batch_tokens=batch_tokens)
+    for p in adapter_params(trainer.model, WORLD_MODEL):  # a non-zero adapter, so examples differ in loss
+        p.data.normal_(0, 0.05)
+    examples = _examples_of_varied_length()
+    random.Random(1).shuffle(examples)
+    per_env = [examples[0:3], examples[3:4], [], examples[4:7]]  # chunks cross rollout boundaries
+    trainer.wm_examples_fn = lambda env, tools: env.examples
+    bonus = trainer._surprise_reward(environments=[SimpleNamespace(examples=e) for e in per_env])
+    with torch.no_grad(), active(trainer.model, [WORLD_MODEL]):
+        expected = [0.5 * float(world_model_forward(trainer.model, build_batch(tokenizer, e, 512))[1].mean())
+                    if e else 0.0 for e in per_env]
+    assert bonus == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    assert len({round(b, 4) for b in bonus}) == 4  # distinct values: a mix-up would show
+
+
 def _examples_of_varied_length(n=7):
     out = []
     for i in range(n):  # histories of 0..n-1 previous actions: lengths spread like a real batch
@@ -259,7 +289,7 @@ def _examples_of_varied_length(n=7):
     return out
 
 
-@pytest.mark.parametrize("budget", [1, 300, 900])
+@pytest.mark.parametrize("budget", [1, 600, 900])
 def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokenizer, budget):
     from lfo_cli.train.wm_loss import build_length_batches, world_model_forward
 
@@ -269,6 +299,7 @@ def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokeni
         p.data.normal_(0, 0.05)
     model.set_adapter(WORLD_MODEL)
     examples = _examples_of_varied_length()
+    random.Random(3).shuffle(examples)  # unsorted input: `order` must map rows back to examples
 
     def loss_and_grads(batches):
         model.zero_grad(set_to_none=True)
@@ -278,7 +309,9 @@ def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokeni
 
     one = build_batch(tokenizer, examples, max_length=512)
     batches, order = build_length_batches(tokenizer, examples, max_length=512, batch_tokens=budget)
-    assert sorted(order) == list(range(len(examples)))
+    assert sorted(order) == list(range(len(examples))) and order != list(range(len(examples)))
+    if budget > 1:  # batches of unequal size: a mean of per-batch means would differ from the true mean
+        assert len({b.input_ids.size(0) for b in batches}) > 1
     assert all(b.input_ids.numel() <= budget or b.input_ids.size(0) == 1 for b in batches)
     assert sum(b.input_ids.numel() for b in batches) < one.input_ids.numel()  # less padding
     assert sum(b.num_target_tokens for b in batches) == one.num_target_tokens
