@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -75,10 +75,20 @@ def recipe_path(name: str, recipe_dir: Path = RECIPE_DIR) -> Path:
     return path
 
 
+class YamlLoader(yaml.SafeLoader):
+    """SafeLoader that also reads `1e-3` as a float: PyYAML follows YAML 1.1, whose floats need a dot
+    (`1.0e-3`), so an exponent without one was a string; YAML 1.2, and every researcher, reads a number."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
 def read_yaml_mapping(path: Path, what: str = "recipe", shape: str = "") -> dict:
     """A YAML file that must hold a mapping; malformed or unreadable files raise LfoError naming them."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=YamlLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -135,7 +145,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not sep or not key.strip():
         raise LfoError(f"--set expects KEY=VALUE (e.g. wm.coef=1.0), got '{text}'")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=YamlLoader) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -200,14 +210,6 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
             raise LfoError(f"{where}: expected an integer, got {value!r}")
         return value
     if tp is float:
-        if isinstance(value, str):
-            # YAML 1.1 (PyYAML) reads `1e-3` (no dot) as a string; accept any finite float literal.
-            try:
-                parsed = float(value)
-            except ValueError:
-                parsed = None
-            if parsed is not None and math.isfinite(parsed):
-                return parsed
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise LfoError(f"{where}: expected a number, got {value!r}")
         return float(value)

@@ -137,7 +137,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         was_training = self.model.training
         self.model.eval()
         # Chunks of wm_max_examples bound memory when wm.batch_tokens = 0 (one forward per chunk).
-        chunk = max(1, self.args.wm_max_examples)
+        chunk = self.args.wm_max_examples  # >= 1, checked by DualLoRAConfig
         for start in range(0, len(flat), chunk):
             batches, order = build_length_batches(self.processing_class, flat[start : start + chunk],
                                                   self.args.wm_max_length, self.args.wm_batch_tokens)
