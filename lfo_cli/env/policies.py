@@ -61,9 +61,20 @@ class NoiseConfig:
 
     epsilon: float = field(default=0.0, metadata={"help": "Probability of replacing an action by a random one."})
     field_dropout: float = field(default=0.0, metadata={"help": "Probability of dropping each field from the form."})
+    slip: float = field(
+        default=0.0,
+        metadata={"help": "Probability that a search or phone call is first made with a copy slip (a mistyped "
+                  "company name or phone number, another department's number, a mistyped or missing "
+                  "auth value), whose error reply is followed by the intended call: demonstrations of "
+                  "reading an error and recovering, instead of giving up."},
+    )
+
+    @property
+    def active(self) -> bool:
+        return self.epsilon > 0 or self.field_dropout > 0 or self.slip > 0
 
     def __post_init__(self) -> None:
-        for name in ("epsilon", "field_dropout"):
+        for name in ("epsilon", "field_dropout", "slip"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise LfoError(f"NoiseConfig.{name} must be in [0, 1], got {v}")
@@ -279,8 +290,25 @@ POLICIES: dict[str, type[Policy]] = {
 REFERENCE_POLICIES: tuple[str, ...] = ("oracle", "probe", "prior", "random")
 
 
+def _mistype(rng: random.Random, text: str) -> str:
+    """``text`` with one character replaced by a different one of the same kind (digit, letter)."""
+    spots = [i for i, ch in enumerate(text) if ch.isalnum()]
+    if not spots:
+        return text + "x"
+    i = rng.choice(spots)
+    ch = text[i]
+    if ch.isdigit():
+        pool = "0123456789"
+    elif ch.isupper():
+        pool = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    else:
+        pool = "abcdefghijklmnopqrstuvwxyz"
+    return text[:i] + rng.choice([c for c in pool if c != ch]) + text[i + 1:]
+
+
 class NoisyPolicy(Policy):
-    """Wraps a policy: with prob. ``epsilon`` an action is replaced by a random one; form fields drop out."""
+    """Wraps a policy: with prob. ``epsilon`` an action is replaced by a random one; form fields drop out;
+    with prob. ``slip`` a search or call is preceded by a copy-slipped version of itself (see NoiseConfig)."""
 
     def __init__(self, base: Policy, noise: NoiseConfig) -> None:
         super().__init__(base.world)
@@ -297,10 +325,25 @@ class NoisyPolicy(Policy):
         self._values: dict[str, str] = {}
         self._first = True
         self._last_was_base = False
+        self._pending: Action | None = None  # the intended action, due after a slip
+        self._directory: dict[str, str] = {}  # department -> phone, from the latest directory seen
+        self._last_tool: str | None = None
 
     def act(self, observation):
         if self._last_was_base:
             self._base_obs = observation
+        if observation and self._last_tool == "search_company":
+            self._directory = parse_directory(observation) or self._directory
+        self.last_action_slipped = False
+        action = self._next_action()
+        self._last_tool = action.tool if action is not None else None
+        return action
+
+    def _next_action(self) -> Action | None:
+        if self._pending is not None:
+            action, self._pending = self._pending, None
+            self._last_was_base = True
+            return action
         if self.rng.random() < self.noise.epsilon:
             self._last_was_base = False
             return self._random.random_action(self.rng, self._values)
@@ -310,7 +353,45 @@ class NoisyPolicy(Policy):
         if action is not None and action.tool == "auth_info_form" and self.noise.field_dropout > 0:
             kept = [f for f in action.args["fields"] if self.rng.random() >= self.noise.field_dropout]
             action = Action(action.tool, {"fields": kept or action.args["fields"][:1]})
+        if (action is not None and self.noise.slip > 0 and action.tool in ("search_company", "make_phone_call")
+                and self.rng.random() < self.noise.slip):
+            slipped = self._slipped(action)
+            if slipped != action:
+                self._pending = action
+                self._last_was_base = False
+                self.last_action_slipped = True
+                return slipped
         return action
+
+    def _slipped(self, action: Action) -> Action:
+        """A plausible copy error of ``action`` (the kinds a small model makes when it copies)."""
+        rng = self.rng
+        if action.tool == "search_company":
+            name = str(action.args.get("company_name", ""))
+            words = name.split()
+            if words and rng.random() < 0.5:  # one word swapped: another company or "no company ... Did you mean"
+                i = rng.randrange(len(words))
+                words[i] = rng.choice([w for w in cat.NAME_WORDS if w != words[i]])
+                return Action(action.tool, {"company_name": " ".join(words)})
+            others = [n for n in self._random._names if n != name]  # a whole other (remembered) company
+            return Action(action.tool, {"company_name": rng.choice(others)}) if others else action
+        phone = str(action.args.get("phone_number", ""))
+        auth = dict(action.args.get("auth_info") or {})
+        values = [k for k in auth if k != cat.REFERENCE_KEY and isinstance(auth[k], str)]
+        kind = rng.choice(("number", "department", "value") if values else ("number", "department"))
+        if kind == "department":
+            wrong = [p for p in self._directory.values() if p != phone]
+            kind = "number" if not wrong else kind
+        if kind == "number":
+            return Action(action.tool, {"phone_number": _mistype(rng, phone), "auth_info": auth})
+        if kind == "department":
+            return Action(action.tool, {"phone_number": rng.choice(sorted(wrong)), "auth_info": auth})
+        key = rng.choice(values)
+        if rng.random() < 0.5:
+            auth[key] = _mistype(rng, auth[key])
+        else:
+            del auth[key]
+        return Action(action.tool, {"phone_number": phone, "auth_info": auth})
 
 
 def make_policy(name: str, world: WorldData, noise: NoiseConfig | None = None) -> Policy:
@@ -318,7 +399,7 @@ def make_policy(name: str, world: WorldData, noise: NoiseConfig | None = None) -
         policy = POLICIES[name](world)
     except KeyError:
         raise LfoError(f"unknown policy {name!r}; choose from {sorted(POLICIES)}") from None
-    if noise is not None and (noise.epsilon > 0 or noise.field_dropout > 0):
+    if noise is not None and noise.active:
         return NoisyPolicy(policy, noise)
     return policy
 
@@ -357,13 +438,19 @@ def run_episode(env: Any, policy: Policy | str, task: Task | str, rollout_seed: 
     rng = random.Random(sub_seed("policy", policy.name, task.task_id, rollout_seed))
     policy.begin(task if policy.uses_hidden_knowledge else PublicTask.of(task), rng)
     obs: str | None = None
+    slipped: list[int] = []  # indices of transitions that were deliberate copy slips (NoiseConfig.slip)
     while not episode.done:
         action = policy.act(obs)
         if action is None:
             break
+        if getattr(policy, "last_action_slipped", False):
+            slipped.append(len(episode.transitions))
         obs = episode.step(action.tool, action.args)
+    info = episode.info()
+    if slipped:
+        info["slipped_steps"] = slipped
     return Trajectory(task.task_id, policy.name, rollout_seed, prompt, list(episode.transitions),
-                      episode.reward(), episode.info())
+                      episode.reward(), info)
 
 
 def write_trajectories_jsonl(path: str | Path, trajectories: Iterable[Trajectory]) -> Path:

@@ -5,6 +5,11 @@ exactly the conversation TRL's GRPO tool loop builds during a rollout: system pr
 the user turn, then per step an assistant turn with one tool call and a ``tool`` message holding the
 observation string, and a final short assistant reply that ends the episode (in TRL an assistant
 turn without a tool call ends the rollout).
+
+A deliberate copy slip of the noisy teacher (``NoiseConfig.slip``, listed in the trajectory's
+``info["slipped_steps"]``) stays in the conversation, so the agent sees the error reply and the
+recovery, but its assistant message carries ``"weight": 0`` (axolotl's per-turn convention):
+the warm start trains on the recovery, not on making the slip.
 """
 
 from __future__ import annotations
@@ -21,11 +26,15 @@ def trajectory_messages(traj: Any, system_prompt: str = prompts.SYSTEM_PROMPT) -
     """Chat messages of one ``Trajectory`` (or its dict form)."""
     d = traj.to_dict() if hasattr(traj, "to_dict") else traj
     messages = prompts.build_messages(d["prompt"], system_prompt)
-    for tr in d["transitions"]:
+    slipped = set((d.get("info") or {}).get("slipped_steps", ()))
+    for i, tr in enumerate(d["transitions"]):
         action = tr["action"] if isinstance(tr, dict) else tr.action
         observation = tr["observation"] if isinstance(tr, dict) else tr.observation
         args = action.get("args")
-        messages.append(prompts.tool_call_message(action["tool"], args if isinstance(args, dict) else {}))
+        call = prompts.tool_call_message(action["tool"], args if isinstance(args, dict) else {})
+        if i in slipped:
+            call["weight"] = 0
+        messages.append(call)
         messages.append(prompts.tool_result_message(action["tool"], observation))
     messages.append({"role": "assistant", "content": FINAL_REPLY})
     return messages

@@ -101,6 +101,12 @@ class DataSection:
     field_dropout: float = field(
         default=0.1, metadata={"help": "Probability of dropping each field from the policy's form (wrong guesses)."}
     )
+    slip: float = field(
+        default=0.0,
+        metadata={"help": "Probability that the teacher first makes a search or call with a copy slip (mistyped "
+                  "name/number/value, another department's number) and then recovers after the error reply. "
+                  "Slipped turns are kept in context but carry no loss: the model learns to recover, not to slip."},
+    )
     success_weight: int = field(
         default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
     )
@@ -119,7 +125,7 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
-        for name in ("epsilon", "field_dropout"):
+        for name in ("epsilon", "field_dropout", "slip"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise LfoError(f"data.{name} must be in [0, 1], got {v}")
@@ -236,7 +242,7 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
         tasks = random.Random(cfg.seed).sample(tasks, min(cfg.data.max_tasks, len(tasks)))
     if not tasks:
         raise LfoError(f"{cfg.data.dir}: the world has no train tasks")
-    noise = NoiseConfig(epsilon=cfg.data.epsilon, field_dropout=cfg.data.field_dropout)
+    noise = NoiseConfig(epsilon=cfg.data.epsilon, field_dropout=cfg.data.field_dropout, slip=cfg.data.slip)
     return collect_trajectories(
         world, tasks, policy=cfg.data.policy, noise=noise, seed=cfg.seed, rollouts_per_task=cfg.data.rollouts_per_task
     )
@@ -264,8 +270,30 @@ def tokenize_trajectories(tokenizer, trajectories: list[dict], tools: list[dict]
             continue
         if 1 not in mask:
             raise LfoError("the chat template produced no assistant tokens (generation markers missing)")
+        weights = [m.get("weight", 1) for m in traj["messages"] if m["role"] == "assistant"]
+        if 0 in weights:
+            mask = _zero_assistant_turns(mask, weights)
         rows.append({"input_ids": ids, "assistant_masks": mask})
     return rows, dropped
+
+
+def _zero_assistant_turns(mask: list[int], weights: list) -> list[int]:
+    """``mask`` with the k-th run of assistant tokens zeroed wherever ``weights[k] == 0``."""
+    runs, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append((start, i))
+            start = None
+    if len(runs) != len(weights):
+        raise LfoError(f"the chat template marked {len(runs)} assistant spans for {len(weights)} assistant "
+                       "messages; cannot drop the loss of single turns")
+    out = list(mask)
+    for (a, b), w in zip(runs, weights, strict=True):
+        if w == 0:
+            out[a:b] = [0] * (b - a)
+    return out
 
 
 # ---- evaluation: the model plays the environment, parsed exactly like GRPO -------------------
@@ -543,6 +571,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         "data/sequences": len(lengths),
         "data/induction_rows": cfg.data.induction_rows,
         "data/dropped_too_long": dropped,
+        "data/slipped_turns": sum(len(t["info"].get("slipped_steps", ())) for t in trajectories),
         "data/teacher_success": sum(t["reward"] >= 1.0 for t in trajectories) / len(trajectories),
         "data/mean_tokens": float(np.mean(lengths)),
         "data/max_tokens": int(max(lengths)),
@@ -624,7 +653,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
 
         teacher = collect_trajectories(
             world, val, policy=cfg.data.policy, seed=cfg.seed + 1,
-            noise=NoiseConfig(epsilon=cfg.data.epsilon, field_dropout=cfg.data.field_dropout),
+            noise=NoiseConfig(epsilon=cfg.data.epsilon, field_dropout=cfg.data.field_dropout, slip=cfg.data.slip),
         )
         t_eval = time.time()
         with Progress() as bar:
@@ -675,6 +704,11 @@ def _resolve_cfg(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[str]
     return Path(rec.name).stem, rec.config
 
 
+# Options added after warm starts were cached, with the value that reproduces the old data bit for bit:
+# left out of the key at that value, so adding an option does not invalidate every cached base.
+NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {"data": {"slip": 0.0}}
+
+
 def warmstart_key(cfg: WarmStartConfig) -> str:
     """Hash of the resolved config, the data manifest and the base model's identity."""
     from lfo_cli.env.world import MANIFEST_FILE
@@ -694,6 +728,10 @@ def warmstart_key(cfg: WarmStartConfig) -> str:
         "system": P.SYSTEM_PROMPT,
     }
     payload["config"]["data"].pop("dir", None)  # the content (manifest) matters, not where it lives
+    for section, fields in NEUTRAL_LATER_FIELDS.items():  # options added later, at the value that changes nothing
+        for name, neutral in fields.items():
+            if payload["config"][section].get(name) == neutral:
+                del payload["config"][section][name]
     payload["config"]["eval"] = None  # evaluation does not change the checkpoint
     payload["config"]["train"].pop("threads", None)  # nor does the thread count
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]

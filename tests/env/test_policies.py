@@ -51,6 +51,34 @@ def test_noise_degrades_gracefully_and_is_reproducible(world):
         make_policy("greedy", world)
 
 
+def test_copy_slips_are_errors_followed_by_the_intended_action(world):
+    ep = Episode(world)
+    tasks = world.tasks["train"][:60]
+    base = NoiseConfig(epsilon=0.1, field_dropout=0.1)
+    slipped = NoiseConfig(epsilon=0.1, field_dropout=0.1, slip=0.5)
+    plain = [run_episode(ep, "prior", t, i, noise=base) for i, t in enumerate(tasks)]
+    noisy = [run_episode(ep, "prior", t, i, noise=slipped) for i, t in enumerate(tasks)]
+    # slip 0 draws nothing: trajectories are unchanged by the option's existence
+    assert [t.to_dict() for t in plain] == [t.to_dict() for t in run_episode_all(ep, tasks, NoiseConfig(0.1, 0.1, 0.0))]
+    kinds, n = set(), 0
+    for traj in noisy:
+        for i in traj.info.get("slipped_steps", []):
+            n += 1
+            bad, nxt = traj.transitions[i], traj.transitions[i + 1]
+            assert bad.action["tool"] == nxt.action["tool"] and bad.action != nxt.action
+            assert bad.category != "success"  # a slip never completes a step by accident
+            kinds.add(bad.category)
+    assert n >= 20 and {"unknown_number", "not_found"} <= kinds and kinds & {"auth_failure", "routing_violation"}
+    # the intended actions are the same as without slips where no epsilon step intervened
+    assert sum(t.info["success"] for t in noisy) >= 0.7 * sum(t.info["success"] for t in plain)
+    with pytest.raises(LfoError, match="slip"):
+        NoiseConfig(slip=-0.1)
+
+
+def run_episode_all(ep, tasks, noise):
+    return [run_episode(ep, "prior", t, i, noise=noise) for i, t in enumerate(tasks)]
+
+
 def test_trajectory_jsonl_roundtrip(world, tmp_path):
     ep = Episode(world)
     trajs = [run_episode(ep, p, t, i) for i, t in enumerate(world.tasks["val"][:10]) for p in ("oracle", "random")]

@@ -35,6 +35,7 @@ from lfo_cli.recipes import load_recipe
         (DataSection, {"induction_rows": -1}, "induction_rows"),
         (DataSection, {"induction_max_len": 4}, "induction_max_len"),
         (DataSection, {"fresh_tasks": -1}, "fresh_tasks"),
+        (DataSection, {"slip": 1.5}, "slip"),
         (TrainSection, {"learning_rate": 0}, "learning_rate"),
         (TrainSection, {"max_length": 8}, "max_length"),
         (TrainSection, {"max_minutes": -1}, "max_minutes"),
@@ -76,6 +77,45 @@ def test_fresh_tasks_replace_the_rl_train_tasks_in_the_sft_data(small_world_dir)
     assert {t["task_id"] for t in default} == {t.task_id for t in world.tasks["train"]}
     other_seed = collect_sft_trajectories(WarmStartConfig(seed=1, data=DataSection(dir=small_world_dir, fresh_tasks=30)), world)
     assert other_seed[0]["messages"] != trajs[0]["messages"]
+
+
+def test_slipped_turns_stay_in_context_without_loss(small_world_dir, tiny_tokenizer):
+    from lfo_cli.env import load_world
+    from lfo_cli.env.trl_env import CustomerServiceEnv
+    from lfo_cli.models import prompts as P
+    from lfo_cli.models.warmstart import collect_sft_trajectories, tokenize_trajectories
+
+    world = load_world(small_world_dir)
+    cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, slip=0.6, rollouts_per_task=2))
+    trajs = [t for t in collect_sft_trajectories(cfg, world) if t["info"].get("slipped_steps")]
+    assert trajs
+    tools = P.tool_schemas(CustomerServiceEnv)
+    rows, _ = tokenize_trajectories(tiny_tokenizer, trajs, tools, 4096)
+    for traj, row in zip(trajs, rows, strict=True):
+        trained = tiny_tokenizer.decode([i for i, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m])
+        everything = tiny_tokenizer.decode(row["input_ids"])
+        slipped = set(traj["info"]["slipped_steps"])
+        kept = {json.dumps(tr["action"]["args"], ensure_ascii=False)
+                for k, tr in enumerate(traj["transitions"]) if k not in slipped}
+        for tr in traj["transitions"]:
+            args = json.dumps(tr["action"]["args"], ensure_ascii=False)
+            assert args in everything  # every call, slipped or not, is in the context
+            assert (args in trained) == (args in kept)  # ... but only the intended ones carry loss
+        weights = [m.get("weight", 1) for m in traj["messages"] if m["role"] == "assistant"]
+        assert weights.count(0) == len(traj["info"]["slipped_steps"])
+        n_runs = sum(1 for a, b in zip([0, *row["assistant_masks"]], row["assistant_masks"], strict=False) if b and not a)
+        assert n_runs == len(weights) - weights.count(0)
+
+
+def test_warmstart_key_leaves_out_later_options_at_their_neutral_value(small_world_dir, monkeypatch):
+    import lfo_cli.models.warmstart as ws
+
+    plain = WarmStartConfig(data=DataSection(dir=small_world_dir))
+    slipped = WarmStartConfig(data=DataSection(dir=small_world_dir, slip=0.25))
+    assert warmstart_key(plain) != warmstart_key(slipped)
+    key = warmstart_key(plain)
+    monkeypatch.setattr(ws, "NEUTRAL_LATER_FIELDS", {})
+    assert warmstart_key(plain) != key  # the option is hashed like any other field unless neutral
 
 
 def test_missing_world_names_the_gen_env_command(tmp_path):
