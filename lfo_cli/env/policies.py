@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import random
+import string
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 from lfo_cli.env import catalogue as cat
 from lfo_cli.env.episode import TOOLS, Episode, Transition
 from lfo_cli.env.replies import parse_directory, parse_reply
-from lfo_cli.env.world import Task, WorldData, sub_seed
+from lfo_cli.env.world import Task, WorldData, normalize_phone, sub_seed
 from lfo_cli.errors import LfoError
 
 
@@ -297,12 +298,7 @@ def _mistype(rng: random.Random, text: str) -> str:
         return text + "x"
     i = rng.choice(spots)
     ch = text[i]
-    if ch.isdigit():
-        pool = "0123456789"
-    elif ch.isupper():
-        pool = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    else:
-        pool = "abcdefghijklmnopqrstuvwxyz"
+    pool = string.digits if ch.isdigit() else string.ascii_uppercase if ch.isupper() else string.ascii_lowercase
     return text[:i] + rng.choice([c for c in pool if c != ch]) + text[i + 1:]
 
 
@@ -326,18 +322,13 @@ class NoisyPolicy(Policy):
         self._first = True
         self._last_was_base = False
         self._pending: Action | None = None  # the intended action, due after a slip
-        self._directory: dict[str, str] = {}  # department -> phone, from the latest directory seen
-        self._last_tool: str | None = None
+        self.last_action_slipped = False
 
     def act(self, observation):
         if self._last_was_base:
             self._base_obs = observation
-        if observation and self._last_tool == "search_company":
-            self._directory = parse_directory(observation) or self._directory
         self.last_action_slipped = False
-        action = self._next_action()
-        self._last_tool = action.tool if action is not None else None
-        return action
+        return self._next_action()
 
     def _next_action(self) -> Action | None:
         if self._pending is not None:
@@ -379,8 +370,9 @@ class NoisyPolicy(Policy):
         auth = dict(action.args.get("auth_info") or {})
         values = [k for k in auth if k != cat.REFERENCE_KEY and isinstance(auth[k], str)]
         kind = rng.choice(("number", "department", "value") if values else ("number", "department"))
-        if kind == "department":
-            wrong = [p for p in self._directory.values() if p != phone]
+        if kind == "department":  # another number from the same company's (public) directory
+            hit = self.world.phone_index.get(normalize_phone(phone))
+            wrong = [d.phone for d in hit[0].departments if d.phone != phone] if hit else []
             kind = "number" if not wrong else kind
         if kind == "number":
             return Action(action.tool, {"phone_number": _mistype(rng, phone), "auth_info": auth})

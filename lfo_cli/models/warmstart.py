@@ -118,6 +118,12 @@ class DataSection:
     )
     induction_max_len: int = field(default=48, metadata={"help": "Longest random sequence A of an induction row."})
 
+    def noise(self):
+        """The teacher's :class:`~lfo_cli.env.policies.NoiseConfig` (SFT data and the teacher baseline)."""
+        from lfo_cli.env.policies import NoiseConfig
+
+        return NoiseConfig(epsilon=self.epsilon, field_dropout=self.field_dropout, slip=self.slip)
+
     def __post_init__(self) -> None:
         if self.rollouts_per_task < 1:
             raise LfoError(f"data.rollouts_per_task must be >= 1, got {self.rollouts_per_task}")
@@ -229,7 +235,6 @@ def load_world_for(cfg: WarmStartConfig):
 
 
 def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
-    from lfo_cli.env.policies import NoiseConfig
     from lfo_cli.models.trajectories import collect_trajectories
 
     if cfg.data.fresh_tasks:
@@ -242,9 +247,8 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
         tasks = random.Random(cfg.seed).sample(tasks, min(cfg.data.max_tasks, len(tasks)))
     if not tasks:
         raise LfoError(f"{cfg.data.dir}: the world has no train tasks")
-    noise = NoiseConfig(epsilon=cfg.data.epsilon, field_dropout=cfg.data.field_dropout, slip=cfg.data.slip)
     return collect_trajectories(
-        world, tasks, policy=cfg.data.policy, noise=noise, seed=cfg.seed, rollouts_per_task=cfg.data.rollouts_per_task
+        world, tasks, policy=cfg.data.policy, noise=cfg.data.noise(), seed=cfg.seed, rollouts_per_task=cfg.data.rollouts_per_task
     )
 
 
@@ -648,13 +652,9 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         if not val:
             raise LfoError(f"{cfg.data.dir}: the world has no val tasks to evaluate on")
         val = stratified_tasks(val, cfg.eval.num_tasks)
-        from lfo_cli.env.policies import NoiseConfig
         from lfo_cli.models.trajectories import collect_trajectories
 
-        teacher = collect_trajectories(
-            world, val, policy=cfg.data.policy, seed=cfg.seed + 1,
-            noise=NoiseConfig(epsilon=cfg.data.epsilon, field_dropout=cfg.data.field_dropout, slip=cfg.data.slip),
-        )
+        teacher = collect_trajectories(world, val, policy=cfg.data.policy, seed=cfg.seed + 1, noise=cfg.data.noise())
         t_eval = time.time()
         with Progress() as bar:
             task = bar.add_task("[green]Evaluating (episodes done)", total=len(val))
