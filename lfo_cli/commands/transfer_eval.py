@@ -22,6 +22,11 @@ def transfer_eval(
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature.")] = 1.0,
     backend: Annotated[str, typer.Option("--backend", help="transformers (CPU/GPU) or vllm (GPU + [gpu] extra).")] = "transformers",
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="World data (default: the run's data.dir).")] = None,
+    difficulty: Annotated[list[int] | None, typer.Option(
+        "--difficulty", min=1, max=5, help="Only tasks of this difficulty (repeat for several).")] = None,
+    against_base: Annotated[bool, typer.Option(
+        "--against-base", help="Also play the same episodes with the run's base (its warm start, adapter off) and "
+        "test policy - base per episode: did training move success?")] = False,
     seed: SeedOpt = 0,
     json_out: JsonOpt = False,
 ) -> None:
@@ -34,6 +39,8 @@ def transfer_eval(
       lfo transfer-eval runs/dual_s0
 
       lfo transfer-eval runs/dual_s0 --split transfer --samples 4 --json
+
+      lfo transfer-eval runs/dual_s0 --split val --difficulty 1 --samples 8 --against-base
     """
     from rich.progress import Progress
 
@@ -49,6 +56,7 @@ def transfer_eval(
         task = progress.add_task("rolling out", total=None)
         result = evaluate(run_dir, splits, samples=samples, max_tasks=max_tasks, temperature=temperature,
                           seed=seed, backend=backend, data_dir=data_dir,
+                          difficulties=tuple(difficulty) if difficulty else None, against_base=against_base,
                           progress=lambda done, total: progress.update(task, completed=done, total=total))
     atomic_write_json(Path(run_dir) / "transfer_eval.json", result)
     if json_out:
@@ -80,3 +88,11 @@ def _print(result: dict) -> None:
     console.print(behaviour)
     if result.get("gap") is not None:
         console.print(f"train-company advantage (val - transfer): {result['gap']:+.3f}")
+    for split, test in (result.get("vs_base") or {}).items():
+        base = result["base"][split]
+        console.print(
+            f"{split}: policy {result['splits'][split]['success']:.3f} vs base {base['success']:.3f} "
+            f"(n={test['n']} paired episodes): difference {test['mean_diff']:+.3f} "
+            f"[{test['diff_low']:+.3f}, {test['diff_high']:+.3f}], {test['wins']} won / {test['losses']} lost, "
+            f"Wilcoxon p={test['wilcoxon_p']:.3g}"
+        )

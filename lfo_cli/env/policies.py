@@ -323,11 +323,12 @@ class NoisyPolicy(Policy):
         self._last_was_base = False
         self._pending: Action | None = None  # the intended action, due after a slip
         self.last_action_slipped = False
+        self.last_action_random = False
 
     def act(self, observation):
         if self._last_was_base:
             self._base_obs = observation
-        self.last_action_slipped = False
+        self.last_action_slipped = self.last_action_random = False
         return self._next_action()
 
     def _next_action(self) -> Action | None:
@@ -337,6 +338,7 @@ class NoisyPolicy(Policy):
             return action
         if self.rng.random() < self.noise.epsilon:
             self._last_was_base = False
+            self.last_action_random = True
             return self._random.random_action(self.rng, self._values)
         action = self.base.act(None if self._first else self._base_obs)
         self._first = False
@@ -430,17 +432,24 @@ def run_episode(env: Any, policy: Policy | str, task: Task | str, rollout_seed: 
     rng = random.Random(sub_seed("policy", policy.name, task.task_id, rollout_seed))
     policy.begin(task if policy.uses_hidden_knowledge else PublicTask.of(task), rng)
     obs: str | None = None
-    slipped: list[int] = []  # indices of transitions that were deliberate copy slips (NoiseConfig.slip)
+    # indices of transitions that were noise: deliberate copy slips (NoiseConfig.slip) and random
+    # replacement actions (NoiseConfig.epsilon); a warm start may keep them in context without imitating them
+    slipped: list[int] = []
+    random_steps: list[int] = []
     while not episode.done:
         action = policy.act(obs)
         if action is None:
             break
         if getattr(policy, "last_action_slipped", False):
             slipped.append(len(episode.transitions))
+        if getattr(policy, "last_action_random", False):
+            random_steps.append(len(episode.transitions))
         obs = episode.step(action.tool, action.args)
     info = episode.info()
     if slipped:
         info["slipped_steps"] = slipped
+    if random_steps:
+        info["random_steps"] = random_steps
     return Trajectory(task.task_id, policy.name, rollout_seed, prompt, list(episode.transitions),
                       episode.reward(), info)
 

@@ -6,12 +6,23 @@ seed, so differences between checkpoints are paired. Success rates carry Wilson 
 Output schema (``RUN/transfer_eval.json``, also ``lfo transfer-eval --json``)::
 
     {"run_dir": str, "backend": "transformers" | "vllm", "samples": int, "seed": int, "temperature": float,
+     "difficulties": [int] | null,  # the difficulties evaluated (null: all)
      "splits": {SPLIT: {"n": int, "successes": int, "success": float, "ci_low": float, "ci_high": float,
                         "by_difficulty": {"1": {"n", "successes", "success", "ci_low", "ci_high"}, ...},
                         "behaviour": {"auth_before_first_call": float, "order_correct": float,
                                       "phone_calls_per_task": float, "forms_per_task": float,
-                                      "invalid_calls_per_task": float, "valid_tool_call_rate": float}}},
-     "gap": float | null}          # val success - transfer success (train-company advantage)
+                                      "invalid_calls_per_task": float, "valid_tool_call_rate": float},
+                        "outcomes": [[task_id, 0 | 1], ...]}},   # per episode, in evaluation order
+     "gap": float | null,          # val success - transfer success (train-company advantage)
+     "base": {SPLIT: <split row as above>} | null,   # --against-base: the run's base model (its warm
+                                                     # start) without the adapter, same tasks and seeds
+     "vs_base": {SPLIT: {"n", "mean_diff", "diff_low", "diff_high", "wins", "losses",
+                         "wilcoxon_p", "ttest_p"}} | null}   # policy - base, paired per episode
+
+``--against-base`` answers "did RL move the policy?" on one protocol: both models play the same
+(task, sample) episodes with the same sampling seeds, and the difference is tested per episode
+(``lfo_cli.eval.stats.paired_test``: bootstrap CI of the mean difference, Wilcoxon signed-rank,
+which on 0/1 outcomes is the sign test on the discordant pairs).
 """
 
 from __future__ import annotations
@@ -52,21 +63,27 @@ def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
         call_turns = [t for t in turns if not t.get("final_reply")]
         behaviour["valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in call_turns) / max(len(call_turns), 1)
     row["behaviour"] = behaviour
+    row["outcomes"] = [[e["task_id"], int(bool(e["success"]))] for e in episodes]
     return row
 
 
 def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "val"), *, samples: int = 1,
                   max_tasks: int | None = None, temperature: float = 1.0, seed: int = 0,
                   backend: str = "transformers", data_dir: str | Path | None = None,
+                  difficulties: tuple[int, ...] | None = None, against_base: bool = False,
                   progress=None) -> dict[str, Any]:
     from lfo_cli.env import load_world
+    from lfo_cli.errors import LfoError
     from lfo_cli.eval.loading import load_run_model, run_recipe
+    from lfo_cli.eval.stats import paired_test
     from lfo_cli.models.warmstart import evaluate_agent
 
     run_dir = Path(run_dir)
     recipe = run_recipe(run_dir)
     world = load_world(data_dir or recipe.get("data", {}).get("dir", "data"))
     max_turns = int(recipe.get("trainer", {}).get("max_tool_calling_iterations", 16))
+    if against_base and backend == "vllm":
+        raise LfoError("--against-base runs on the transformers backend (it switches the adapter off in place)")
     generate_fn = None
     if backend == "vllm":
         from lfo_cli.eval.vllm_backend import vllm_generate_fn
@@ -76,14 +93,26 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
     else:
         model, tokenizer = load_run_model(run_dir, "policy")
     out: dict[str, Any] = {"run_dir": str(run_dir), "backend": backend, "samples": samples, "seed": seed,
-                           "temperature": temperature, "splits": {}}
+                           "temperature": temperature, "difficulties": sorted(difficulties) if difficulties else None,
+                           "splits": {}, "base": {} if against_base else None,
+                           "vs_base": {} if against_base else None}
     for split in splits:
-        tasks = list(world.tasks[split])[: max_tasks or None]
+        tasks = [t for t in world.tasks[split] if not difficulties or t.difficulty in difficulties][: max_tasks or None]
+        if not tasks:
+            raise LfoError(f"no {split} tasks at difficulty {sorted(difficulties or ())}")
         repeated = [t for t in tasks for _ in range(samples)]
         kwargs = {"generate_fn": generate_fn} if generate_fn is not None else {}
-        result = evaluate_agent(model, tokenizer, world, repeated, temperature=temperature, max_turns=max_turns,
-                                seed=seed, progress=progress, **kwargs)
-        out["splits"][split] = summarise_split(result)
+
+        def play(m, repeated=repeated, **kw):
+            return summarise_split(evaluate_agent(m, tokenizer, world, repeated, temperature=temperature,
+                                                  max_turns=max_turns, seed=seed, progress=progress, **kw))
+
+        out["splits"][split] = play(model, **kwargs)
+        if against_base:
+            with model.disable_adapter():  # the warm-started base RL began from: the same episodes and seeds
+                out["base"][split] = play(model)
+            pairs = [[p[1] for p in out["splits"][split]["outcomes"]], [b[1] for b in out["base"][split]["outcomes"]]]
+            out["vs_base"][split] = paired_test(*pairs, seed=seed).as_dict()
     if "val" in out["splits"] and "transfer" in out["splits"]:
         out["gap"] = out["splits"]["val"]["success"] - out["splits"]["transfer"]["success"]
     else:

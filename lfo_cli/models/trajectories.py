@@ -9,7 +9,10 @@ turn without a tool call ends the rollout).
 A deliberate copy slip of the noisy teacher (``NoiseConfig.slip``, listed in the trajectory's
 ``info["slipped_steps"]``) stays in the conversation, so the agent sees the error reply and the
 recovery, but its assistant message carries ``"weight": 0`` (axolotl's per-turn convention):
-the warm start trains on the recovery, not on making the slip.
+the warm start trains on the recovery, not on making the slip. With ``imitate_random=False`` the
+same holds for the teacher's random replacement actions (``NoiseConfig.epsilon``, listed in
+``info["random_steps"]``): the detour and its reply stay in context, the random call itself (a
+company, number or value the conversation never showed) is not imitated.
 """
 
 from __future__ import annotations
@@ -22,11 +25,16 @@ from lfo_cli.models import prompts
 FINAL_REPLY = "Done."
 
 
-def trajectory_messages(traj: Any, system_prompt: str = prompts.SYSTEM_PROMPT) -> list[dict[str, Any]]:
-    """Chat messages of one ``Trajectory`` (or its dict form)."""
+def trajectory_messages(traj: Any, system_prompt: str = prompts.SYSTEM_PROMPT, *,
+                        imitate_random: bool = True) -> list[dict[str, Any]]:
+    """Chat messages of one ``Trajectory`` (or its dict form); noise turns that are not to be
+    imitated carry ``"weight": 0``."""
     d = traj.to_dict() if hasattr(traj, "to_dict") else traj
     messages = prompts.build_messages(d["prompt"], system_prompt)
-    slipped = set((d.get("info") or {}).get("slipped_steps", ()))
+    info = d.get("info") or {}
+    slipped = set(info.get("slipped_steps", ()))
+    if not imitate_random:
+        slipped |= set(info.get("random_steps", ()))
     for i, tr in enumerate(d["transitions"]):
         action = tr["action"] if isinstance(tr, dict) else tr.action
         observation = tr["observation"] if isinstance(tr, dict) else tr.observation
@@ -49,10 +57,12 @@ def collect_trajectories(
     seed: int = 0,
     rollouts_per_task: int = 1,
     system_prompt: str = prompts.SYSTEM_PROMPT,
+    imitate_random: bool = True,
 ) -> list[dict[str, Any]]:
     """Run ``policy`` (with the environment's ``NoiseConfig``) on each task; one dict per rollout
     with ``messages``, ``transitions`` (dicts), ``task_id``, ``difficulty``, ``policy``, ``reward``
-    and ``info``. Rollout seeds derive from ``seed`` so the data set is reproducible."""
+    and ``info``. Rollout seeds derive from ``seed`` so the data set is reproducible.
+    ``imitate_random``: see :func:`trajectory_messages`."""
     from lfo_cli.env.episode import Episode
     from lfo_cli.env.policies import run_episode
     from lfo_cli.env.world import sub_seed
@@ -72,7 +82,7 @@ def collect_trajectories(
                     "reward": traj.reward,
                     "info": traj.info,
                     "transitions": d["transitions"],
-                    "messages": trajectory_messages(d, system_prompt),
+                    "messages": trajectory_messages(d, system_prompt, imitate_random=imitate_random),
                 }
             )
     return out

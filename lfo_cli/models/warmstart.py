@@ -107,6 +107,12 @@ class DataSection:
                   "name/number/value, another department's number) and then recovers after the error reply. "
                   "Slipped turns are kept in context but carry no loss: the model learns to recover, not to slip."},
     )
+    imitate_random: bool = field(
+        default=True,
+        metadata={"help": "Train on the teacher's random replacement actions (epsilon) like on its other turns. "
+                  "False keeps them in context with no loss, as for slips: the model sees detours and recovers "
+                  "from them but never learns to emit a company, number or value the conversation did not show."},
+    )
     success_weight: int = field(
         default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
     )
@@ -248,7 +254,8 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
     if not tasks:
         raise LfoError(f"{cfg.data.dir}: the world has no train tasks")
     return collect_trajectories(
-        world, tasks, policy=cfg.data.policy, noise=cfg.data.noise(), seed=cfg.seed, rollouts_per_task=cfg.data.rollouts_per_task
+        world, tasks, policy=cfg.data.policy, noise=cfg.data.noise(), seed=cfg.seed,
+        rollouts_per_task=cfg.data.rollouts_per_task, imitate_random=cfg.data.imitate_random,
     )
 
 
@@ -576,6 +583,9 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         "data/induction_rows": cfg.data.induction_rows,
         "data/dropped_too_long": dropped,
         "data/slipped_turns": sum(len(t["info"].get("slipped_steps", ())) for t in trajectories),
+        "data/random_turns": sum(len(t["info"].get("random_steps", ())) for t in trajectories),
+        "data/untrained_turns": sum(m.get("weight", 1) == 0 for t in trajectories for m in t["messages"]
+                                    if m["role"] == "assistant"),
         "data/teacher_success": sum(t["reward"] >= 1.0 for t in trajectories) / len(trajectories),
         "data/mean_tokens": float(np.mean(lengths)),
         "data/max_tokens": int(max(lengths)),
@@ -706,7 +716,7 @@ def _resolve_cfg(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[str]
 
 # Options added after warm starts were cached, with the value that reproduces the old data bit for bit:
 # left out of the key at that value, so adding an option does not invalidate every cached base.
-NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {"data": {"slip": 0.0}}
+NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {"data": {"slip": 0.0, "imitate_random": True}}
 
 
 def warmstart_key(cfg: WarmStartConfig) -> str:

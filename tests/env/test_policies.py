@@ -75,6 +75,25 @@ def test_copy_slips_are_errors_followed_by_the_intended_action(world):
         NoiseConfig(slip=-0.1)
 
 
+def test_random_replacement_steps_are_recorded(world, monkeypatch):
+    from lfo_cli.env import policies
+
+    # every replacement action is recognisable, so the recorded indices can be checked against it
+    monkeypatch.setattr(policies.RandomPolicy, "random_action",
+                        lambda self, rng, values=None: policies.Action("search_company", {"company_name": "Zz Marker"}))
+    ep = Episode(world)
+    tasks = world.tasks["train"][:60]
+    clean = [run_episode(ep, "prior", t, i, noise=NoiseConfig(field_dropout=0.1)) for i, t in enumerate(tasks)]
+    noisy = [run_episode(ep, "prior", t, i, noise=NoiseConfig(epsilon=0.2)) for i, t in enumerate(tasks)]
+    assert all("random_steps" not in t.info for t in clean)
+    marked = 0
+    for traj in noisy:
+        steps = traj.info.get("random_steps", [])
+        assert steps == [k for k, tr in enumerate(traj.transitions) if tr.action["args"] == {"company_name": "Zz Marker"}]
+        marked += len(steps)
+    assert marked >= 10
+
+
 def run_episode_all(ep, tasks, noise):
     return [run_episode(ep, "prior", t, i, noise=noise) for i, t in enumerate(tasks)]
 

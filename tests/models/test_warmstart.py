@@ -107,12 +107,37 @@ def test_slipped_turns_stay_in_context_without_loss(small_world_dir, tiny_tokeni
         assert n_runs == len(weights) - weights.count(0)
 
 
+def test_random_steps_carry_no_loss_unless_imitated(small_world_dir, tiny_tokenizer):
+    from lfo_cli.env import load_world
+    from lfo_cli.env.trl_env import CustomerServiceEnv
+    from lfo_cli.models import prompts as P
+    from lfo_cli.models.warmstart import collect_sft_trajectories, tokenize_trajectories
+
+    world = load_world(small_world_dir)
+    tools = P.tool_schemas(CustomerServiceEnv)
+    data = {"dir": small_world_dir, "epsilon": 0.3, "field_dropout": 0.0, "rollouts_per_task": 2}
+    imitated = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data)), world)
+    held = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data, imitate_random=False)), world)
+    assert [t["transitions"] for t in imitated] == [t["transitions"] for t in held]  # same episodes
+    n_random = sum(len(t["info"].get("random_steps", ())) for t in held)
+    assert n_random >= 5
+    for trajs, zeros in ((imitated, 0), (held, n_random)):
+        assert sum(m.get("weight", 1) == 0 for t in trajs for m in t["messages"] if m["role"] == "assistant") == zeros
+    traj = next(t for t in held if t["info"].get("random_steps"))
+    (row,), _ = tokenize_trajectories(tiny_tokenizer, [traj], tools, 4096)
+    runs = sum(1 for a, b in zip([0, *row["assistant_masks"]], row["assistant_masks"], strict=False) if b and not a)
+    n_assistant = sum(m["role"] == "assistant" for m in traj["messages"])
+    assert runs == n_assistant - len(traj["info"]["random_steps"])
+
+
 def test_warmstart_key_leaves_out_later_options_at_their_neutral_value(small_world_dir, monkeypatch):
     import lfo_cli.models.warmstart as ws
 
     plain = WarmStartConfig(data=DataSection(dir=small_world_dir))
     slipped = WarmStartConfig(data=DataSection(dir=small_world_dir, slip=0.25))
     assert warmstart_key(plain) != warmstart_key(slipped)
+    held = WarmStartConfig(data=DataSection(dir=small_world_dir, imitate_random=False))
+    assert warmstart_key(plain) != warmstart_key(held)
     key = warmstart_key(plain)
     monkeypatch.setattr(ws, "NEUTRAL_LATER_FIELDS", {})
     assert warmstart_key(plain) != key  # the option is hashed like any other field unless neutral

@@ -1,0 +1,88 @@
+"""`transfer_eval`: difficulty filter, per-episode outcomes and the paired comparison with the base.
+
+The model is a stand-in whose success depends on whether its adapter is switched off, so the test
+checks the plumbing (same episodes for both, pairing, the test's numbers) without a training run; the
+real model path is the same `evaluate_agent` the warm start and validation use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import yaml
+
+from lfo_cli.errors import LfoError
+
+
+class AdapterModel:
+    """Succeeds on even-numbered tasks with its adapter, on tasks divisible by 4 without it."""
+
+    def __init__(self):
+        self.adapter_on = True
+
+    @contextlib.contextmanager
+    def disable_adapter(self):
+        self.adapter_on = False
+        try:
+            yield
+        finally:
+            self.adapter_on = True
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    from lfo_cli.env.world import generate_world, write_world
+
+    write_world(generate_world(num_companies=10, num_train_tasks=10, num_val_tasks=20, heldout_fraction=0.3, seed=5),
+                tmp_path / "data")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "recipe.yaml").write_text(yaml.safe_dump({"kind": "grpo", "data": {"dir": str(tmp_path / "data")}}))
+    model = AdapterModel()
+    seen: list[tuple[bool, list[str]]] = []
+
+    def fake_evaluate(m, tokenizer, world, tasks, **kw):
+        seen.append((m.adapter_on, [t.task_id for t in tasks]))
+        episodes = []
+        for t in tasks:
+            k = int(t.task_id.rsplit("-", 1)[-1])
+            win = k % 2 == 0 if m.adapter_on else k % 4 == 0
+            episodes.append({"task_id": t.task_id, "difficulty": t.difficulty, "success": win})
+        return {"episodes": episodes, "turns": []}
+
+    monkeypatch.setattr("lfo_cli.eval.loading.load_run_model", lambda *a, **k: (model, None))
+    monkeypatch.setattr("lfo_cli.models.warmstart.evaluate_agent", fake_evaluate)
+    return tmp_path / "run", seen
+
+
+def test_against_base_pairs_the_same_episodes(run):
+    from lfo_cli.env import load_world
+    from lfo_cli.eval.transfer import transfer_eval
+
+    run_dir, seen = run
+    world = load_world(run_dir.parent / "data")
+    out = transfer_eval(run_dir, ("val",), samples=2, difficulties=(1, 2), against_base=True)
+    expected = [t.task_id for t in world.tasks["val"] if t.difficulty in (1, 2) for _ in range(2)]
+    assert seen == [(True, expected), (False, expected)]  # policy first, then the base on the same episodes
+    assert out["difficulties"] == [1, 2]
+    policy, base, test = out["splits"]["val"], out["base"]["val"], out["vs_base"]["val"]
+    assert [o[0] for o in policy["outcomes"]] == [o[0] for o in base["outcomes"]] == expected
+    nums = [int(t.rsplit("-", 1)[-1]) for t in expected]
+    wins = sum(k % 2 == 0 and k % 4 != 0 for k in nums)
+    assert test["n"] == len(expected) and test["wins"] == wins and test["losses"] == 0
+    assert test["mean_diff"] == pytest.approx(policy["success"] - base["success"]) == pytest.approx(wins / len(nums))
+    assert set(policy["by_difficulty"]) <= {"1", "2"}
+
+    plain = transfer_eval(run_dir, ("val",))
+    assert plain["base"] is None and plain["vs_base"] is None and plain["difficulties"] is None
+    assert len(plain["splits"]["val"]["outcomes"]) == len(world.tasks["val"])
+
+
+def test_bad_combinations_are_one_line_errors(run):
+    from lfo_cli.eval.transfer import transfer_eval
+
+    run_dir, _ = run
+    with pytest.raises(LfoError, match="no val tasks at difficulty"):
+        transfer_eval(run_dir, ("val",), difficulties=(9,))
+    with pytest.raises(LfoError, match="transformers backend"):
+        transfer_eval(run_dir, ("val",), against_base=True, backend="vllm")
