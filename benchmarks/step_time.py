@@ -13,6 +13,7 @@ project's trainer (``DualLoRAGRPOTrainer``, TRL's multi-turn tool loop against t
     python benchmarks/step_time.py                                 # micro and smollm2, 4x4 and 8x8
     python benchmarks/step_time.py --models micro --shapes 4x4 --json
     python benchmarks/step_time.py --models smollm2-135m --shapes 4x4 --max-completion-length 256
+    python benchmarks/step_time.py --max-completion-length 256 --repeats 0 --micro-batch smollm2-135m=4
 
 ``micro`` uses its warm-started base when it is cached (``--warmstart auto``): a from-scratch model
 rambles until the token limit, which is not the regime RL runs in. ``smollm2-135m`` uses its
@@ -98,24 +99,32 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     gen_s = time.perf_counter() - t0
     baseline = trainer_for(0.0)
 
-    def loss_backward(trainer) -> float:
+    from trl.trainer.utils import split_tensor_dict
+
+    n_seq = int(batch["completion_mask"].shape[0])
+    micro_batch = int(a.micro_batch.get(name, 0))
+    chunks = max(1, n_seq // micro_batch) if micro_batch else 1
+
+    def loss_backward(trainer, keep_grads: bool = False) -> float:
+        """Median seconds of compute_loss + backward over the step's batch (in ``chunks`` micro-batches, as
+        TRL's gradient accumulation would run it); gradients of the last pass kept when asked."""
         samples = []
-        for _ in range(a.repeats + 1):  # the first run warms caches and is not counted
+        for i in range(a.repeats + 1):  # the first run warms caches and is not counted (unless --repeats 0)
             sync()
             t0 = time.perf_counter()
-            with trainer.accelerator.autocast():
-                loss = trainer.compute_loss(trainer.model, dict(batch))
-            loss.backward()
+            for part in split_tensor_dict(dict(batch), chunks):
+                with trainer.accelerator.autocast():
+                    loss = trainer.compute_loss(trainer.model, part) / chunks
+                loss.backward()
+                del loss
             sync()
             samples.append(time.perf_counter() - t0)
-            trainer.model.zero_grad(set_to_none=True)
-        return statistics.median(samples[1:])
+            if not (keep_grads and i == a.repeats):
+                trainer.model.zero_grad(set_to_none=True)
+        return statistics.median(samples[1:] or samples)
 
     policy_s = loss_backward(baseline)
-    dual_s = loss_backward(dual)
-    with dual.accelerator.autocast():
-        loss = dual.compute_loss(dual.model, dict(batch))
-    loss.backward()
+    dual_s = loss_backward(dual, keep_grads=True)  # its gradients feed the timed optimizer step
     params = [p for p in dual.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)
     opt.step()  # first step allocates the moments
@@ -128,7 +137,7 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     return {
         "model": name, "base": base, "warm_started": warm_started, "shape": f"{prompts}x{generations}",
         "device": torch.cuda.get_device_name(0) if cuda else "cpu", "bf16": cuda,
-        "threads": torch.get_num_threads(), "prompt_tokens_mean": round(float(batch["prompt_mask"].sum(1).float().mean()), 1),
+        "threads": torch.get_num_threads(), "loss_micro_batches": chunks, "prompt_tokens_mean": round(float(batch["prompt_mask"].sum(1).float().mean()), 1),
         "completion_tokens": completion_tokens, "phone_calls": sum(len(x) for x in batch.get("lfo_wm_examples", [])),
         "generation_s": round(gen_s, 2), "policy_loss_s": round(policy_s, 2),
         "wm_loss_s": round(max(dual_s - policy_s, 0.0), 2), "optimizer_s": round(opt_s, 3),
@@ -146,12 +155,17 @@ def main() -> None:
     p.add_argument("--base", action="append", default=[], metavar="MODEL=PATH",
                    help="use this checkpoint for MODEL (e.g. micro=runs/ws_micro/model, a warm-start run)")
     p.add_argument("--max-completion-length", type=int, default=None, help="override the recipe's (all turns)")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=2,
+                   help="timed loss passes after one warm-up pass; 0 times the warm-up pass itself (for slow models)")
+    p.add_argument("--micro-batch", action="append", default=[], metavar="MODEL=N",
+                   help="sequences per loss forward for MODEL (default: the whole step at once); e.g. smollm2-135m=4 "
+                   "on a 24 GB CPU box, where a 16 x 1k-token forward's float32 logits over a 49k vocabulary do not fit")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     a.base = dict(b.split("=", 1) for b in a.base)
+    a.micro_batch = dict(m.split("=", 1) for m in a.micro_batch)
 
     import torch
 

@@ -88,11 +88,14 @@ def _print(result: dict) -> None:
     console.print(behaviour)
     if result.get("gap") is not None:
         console.print(f"train-company advantage (val - transfer): {result['gap']:+.3f}")
+    def num(v, spec: str) -> str:
+        return "n/a" if v is None else format(v, spec)
+
     for split, test in (result.get("vs_base") or {}).items():
         base = result["base"][split]
         console.print(
             f"{split}: policy {result['splits'][split]['success']:.3f} vs base {base['success']:.3f} "
-            f"(n={test['n']} paired episodes): difference {test['mean_diff']:+.3f} "
-            f"[{test['diff_low']:+.3f}, {test['diff_high']:+.3f}], {test['wins']} won / {test['losses']} lost, "
-            f"Wilcoxon p={test['wilcoxon_p']:.3g}"
+            f"(n={test['n']} paired episodes): difference {num(test['mean_diff'], '+.3f')} "
+            f"[{num(test['diff_low'], '+.3f')}, {num(test['diff_high'], '+.3f')}], "
+            f"{test['wins']} won / {test['losses']} lost, Wilcoxon p={num(test['wilcoxon_p'], '.3g')}"
         )

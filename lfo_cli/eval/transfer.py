@@ -17,7 +17,8 @@ Output schema (``RUN/transfer_eval.json``, also ``lfo transfer-eval --json``)::
      "base": {SPLIT: <split row as above>} | null,   # --against-base: the run's base model (its warm
                                                      # start) without the adapter, same tasks and seeds
      "vs_base": {SPLIT: {"n", "mean_diff", "diff_low", "diff_high", "wins", "losses",
-                         "wilcoxon_p", "ttest_p"}} | null}   # policy - base, paired per episode
+                         "wilcoxon_p", "ttest_p"}} | null}   # policy - base, paired per episode;
+                                                     # a statistic that is undefined (no discordant episode) is null
 
 ``--against-base`` answers "did RL move the policy?" on one protocol: both models play the same
 (task, sample) episodes with the same sampling seeds, and the difference is tested per episode
@@ -27,6 +28,7 @@ which on 0/1 outcomes is the sign test on the discordant pairs).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -112,7 +114,8 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
             with model.disable_adapter():  # the warm-started base RL began from: the same episodes and seeds
                 out["base"][split] = play(model)
             pairs = [[p[1] for p in out["splits"][split]["outcomes"]], [b[1] for b in out["base"][split]["outcomes"]]]
-            out["vs_base"][split] = paired_test(*pairs, seed=seed).as_dict()
+            test = paired_test(*pairs, seed=seed).as_dict()  # undefined statistics (no discordant episode): null
+            out["vs_base"][split] = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in test.items()}
     if "val" in out["splits"] and "transfer" in out["splits"]:
         out["gap"] = out["splits"]["val"]["success"] - out["splits"]["transfer"]["success"]
     else:

@@ -78,6 +78,28 @@ def test_against_base_pairs_the_same_episodes(run):
     assert len(plain["splits"]["val"]["outcomes"]) == len(world.tasks["val"])
 
 
+def test_identical_models_give_null_statistics_and_valid_json(run, monkeypatch):
+    import json
+
+    from lfo_cli.eval.transfer import transfer_eval
+
+    run_dir, _ = run
+    model_state = {}
+
+    class Same(AdapterModel):  # the adapter changes nothing: every episode ties
+        @contextlib.contextmanager
+        def disable_adapter(self):
+            model_state["disabled"] = True
+            yield
+
+    monkeypatch.setattr("lfo_cli.eval.loading.load_run_model", lambda *a, **k: (Same(), None))
+    out = transfer_eval(run_dir, ("val",), against_base=True)
+    test = out["vs_base"]["val"]
+    assert model_state["disabled"] and test["wins"] == test["losses"] == 0 and test["mean_diff"] == 0
+    assert test["wilcoxon_p"] is None and test["ttest_p"] is None
+    json.dumps(out, allow_nan=False)  # what the CLI writes and prints
+
+
 def test_bad_combinations_are_one_line_errors(run):
     from lfo_cli.eval.transfer import transfer_eval
 
@@ -86,3 +108,22 @@ def test_bad_combinations_are_one_line_errors(run):
         transfer_eval(run_dir, ("val",), difficulties=(9,))
     with pytest.raises(LfoError, match="transformers backend"):
         transfer_eval(run_dir, ("val",), against_base=True, backend="vllm")
+
+
+def test_cli_prints_the_paired_line_and_valid_json(run):
+    import json
+
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    run_dir, _ = run
+    args = ["transfer-eval", str(run_dir), "--split", "val", "--difficulty", "1", "--samples", "3", "--against-base"]
+    shown = CliRunner().invoke(app, args)
+    assert shown.exit_code == 0, shown.output
+    assert "paired episodes" in shown.output and "won" in shown.output
+    out = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert out["difficulties"] == [1] and out["vs_base"]["val"]["n"] == len(out["splits"]["val"]["outcomes"])
+    assert json.loads((run_dir / "transfer_eval.json").read_text()) == out
+    bad = CliRunner().invoke(app, ["transfer-eval", str(run_dir), "--difficulty", "7"])
+    assert bad.exit_code == 2
