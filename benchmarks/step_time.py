@@ -92,6 +92,9 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     dual = trainer_for(0.5)
     dual.model.train()
     rows = [dict(r) for r in data for _ in range(generations)]
+    with dual.accelerator.autocast():  # warm-up on one prompt's group: first-call costs (allocator, kernels) uncounted
+        dual._generate_and_score_completions(rows[:generations])
+    sync()
     t0 = time.perf_counter()
     with dual.accelerator.autocast():
         batch = dual._generate_and_score_completions(rows)
@@ -108,6 +111,10 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     def loss_backward(trainer, keep_grads: bool = False) -> float:
         """Median seconds of compute_loss + backward over the step's batch (in ``chunks`` micro-batches, as
         TRL's gradient accumulation would run it); gradients of the last pass kept when asked."""
+        warm = split_tensor_dict(dict(batch), n_seq)[0]  # one sequence's loss: a cheap warm-up before any timing
+        with trainer.accelerator.autocast():
+            trainer.compute_loss(trainer.model, warm).backward()
+        trainer.model.zero_grad(set_to_none=True)
         samples = []
         for i in range(a.repeats + 1):  # the first run warms caches and is not counted (unless --repeats 0)
             sync()
@@ -156,7 +163,8 @@ def main() -> None:
                    help="use this checkpoint for MODEL (e.g. micro=runs/ws_micro/model, a warm-start run)")
     p.add_argument("--max-completion-length", type=int, default=None, help="override the recipe's (all turns)")
     p.add_argument("--repeats", type=int, default=2,
-                   help="timed loss passes after one warm-up pass; 0 times the warm-up pass itself (for slow models)")
+                   help="timed loss passes after one full warm-up pass; 0: one timed pass after a one-sequence warm-up "
+                   "(for slow models)")
     p.add_argument("--micro-batch", action="append", default=[], metavar="MODEL=N",
                    help="sequences per loss forward for MODEL (default: the whole step at once); e.g. smollm2-135m=4 "
                    "on a 24 GB CPU box, where a 16 x 1k-token forward's float32 logits over a 49k vocabulary do not fit")

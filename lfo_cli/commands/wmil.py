@@ -55,19 +55,14 @@ def _overrides(**kw) -> dict:
 
 
 def _load_yaml(path: Path | None) -> dict:
+    """A WMIL config file: the recipes' YAML reader (one-line errors; `1e-3` is a float, as in recipes)."""
     if path is None:
         return {}
-    import yaml
+    from lfo_cli.recipes import read_yaml_mapping
 
     if not path.is_file():
         raise LfoError(f"{path}: config file not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise LfoError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise LfoError(f"{path}: expected a mapping of WMILConfig fields")
-    return data
+    return read_yaml_mapping(path, what="WMIL config", shape=" of WMILConfig fields")
 
 
 def _parse_weights(text: str | None):

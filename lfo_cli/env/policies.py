@@ -252,13 +252,13 @@ class RandomPolicy(Policy):
 
     def __init__(self, world: WorldData) -> None:
         super().__init__(world)
-        self._names = sorted(c.name for c in world.companies.values())
-        self._phones = sorted(d.phone for c in world.companies.values() for d in c.departments)
+        self.company_names = sorted(c.name for c in world.companies.values())
+        self.phone_numbers = sorted(d.phone for c in world.companies.values() for d in c.departments)
 
     def random_action(self, rng: random.Random, values: dict[str, str] | None = None) -> Action:
         tool = rng.choice(TOOLS)
         if tool == "search_company":
-            name = rng.choice(self._names) if rng.random() < 0.8 else " ".join(rng.sample(cat.NAME_WORDS, 2))
+            name = rng.choice(self.company_names) if rng.random() < 0.8 else " ".join(rng.sample(cat.NAME_WORDS, 2))
             return Action(tool, {"company_name": name})
         if tool == "auth_info_form":
             fields = rng.sample(cat.FIELDS, rng.randint(1, 4))
@@ -266,7 +266,7 @@ class RandomPolicy(Policy):
                 fields.append(rng.choice(("ssn", "password", "mothers_maiden_name")))
             return Action(tool, {"fields": fields})
         if rng.random() < 0.8:
-            phone = rng.choice(self._phones)
+            phone = rng.choice(self.phone_numbers)
         else:
             phone = f"{rng.randint(200, 999)}-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d}"
         pool = list((values or {}).items())
@@ -366,7 +366,7 @@ class NoisyPolicy(Policy):
                 i = rng.randrange(len(words))
                 words[i] = rng.choice([w for w in cat.NAME_WORDS if w != words[i]])
                 return Action(action.tool, {"company_name": " ".join(words)})
-            others = [n for n in self._random._names if n != name]  # a whole other (remembered) company
+            others = [n for n in self._random.company_names if n != name]  # a whole other (remembered) company
             return Action(action.tool, {"company_name": rng.choice(others)}) if others else action
         phone = str(action.args.get("phone_number", ""))
         auth = dict(action.args.get("auth_info") or {})
