@@ -196,7 +196,7 @@ def main() -> None:
         table.add_column(c, justify="right")
     for r in rows:
         table.add_row(*[str(r[c]) for c in cols])
-    Console().print(table)
+    Console(width=max(160, Console().width)).print(table)  # never truncate the numbers
     for r in rows:
         if r["model"] == "micro" and r["shape"] == "4x4":
             verdict = "meets" if r["step_s"] <= 15 else "misses"
