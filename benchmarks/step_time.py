@@ -111,10 +111,10 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     def loss_backward(trainer, keep_grads: bool = False) -> float:
         """Median seconds of compute_loss + backward over the step's batch (in ``chunks`` micro-batches, as
         TRL's gradient accumulation would run it); gradients of the last pass kept when asked."""
-        warm = split_tensor_dict(dict(batch), n_seq)[0]  # one sequence's loss: a cheap warm-up before any timing
-        with trainer.accelerator.autocast():
-            trainer.compute_loss(trainer.model, warm).backward()
-        trainer.model.zero_grad(set_to_none=True)
+        if a.repeats == 0:  # no full warm-up pass follows: warm up on one sequence's loss instead
+            with trainer.accelerator.autocast():
+                trainer.compute_loss(trainer.model, split_tensor_dict(dict(batch), n_seq)[0]).backward()
+            trainer.model.zero_grad(set_to_none=True)
         samples = []
         for i in range(a.repeats + 1):  # the first run warms caches and is not counted (unless --repeats 0)
             sync()

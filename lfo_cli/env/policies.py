@@ -322,13 +322,12 @@ class NoisyPolicy(Policy):
         self._first = True
         self._last_was_base = False
         self._pending: Action | None = None  # the intended action, due after a slip
-        self.last_action_slipped = False
-        self.last_action_random = False
+        self.last_noise: str | None = None  # what the last action was: "slip", "random" or None (the base's)
 
     def act(self, observation):
         if self._last_was_base:
             self._base_obs = observation
-        self.last_action_slipped = self.last_action_random = False
+        self.last_noise = None
         return self._next_action()
 
     def _next_action(self) -> Action | None:
@@ -338,7 +337,7 @@ class NoisyPolicy(Policy):
             return action
         if self.rng.random() < self.noise.epsilon:
             self._last_was_base = False
-            self.last_action_random = True
+            self.last_noise = "random"
             return self._random.random_action(self.rng, self._values)
         action = self.base.act(None if self._first else self._base_obs)
         self._first = False
@@ -352,7 +351,7 @@ class NoisyPolicy(Policy):
             if slipped != action:
                 self._pending = action
                 self._last_was_base = False
-                self.last_action_slipped = True
+                self.last_noise = "slip"
                 return slipped
         return action
 
@@ -432,24 +431,22 @@ def run_episode(env: Any, policy: Policy | str, task: Task | str, rollout_seed: 
     rng = random.Random(sub_seed("policy", policy.name, task.task_id, rollout_seed))
     policy.begin(task if policy.uses_hidden_knowledge else PublicTask.of(task), rng)
     obs: str | None = None
-    # indices of transitions that were noise: deliberate copy slips (NoiseConfig.slip) and random
-    # replacement actions (NoiseConfig.epsilon); a warm start may keep them in context without imitating them
-    slipped: list[int] = []
-    random_steps: list[int] = []
+    # indices of transitions that were noise (NoisyPolicy.last_noise): deliberate copy slips
+    # (NoiseConfig.slip) and random replacement actions (NoiseConfig.epsilon); a warm start may keep
+    # them in context without imitating them
+    noise_steps: dict[str, list[int]] = {"slip": [], "random": []}
     while not episode.done:
         action = policy.act(obs)
         if action is None:
             break
-        if getattr(policy, "last_action_slipped", False):
-            slipped.append(len(episode.transitions))
-        if getattr(policy, "last_action_random", False):
-            random_steps.append(len(episode.transitions))
+        kind = getattr(policy, "last_noise", None)
+        if kind is not None:
+            noise_steps[kind].append(len(episode.transitions))
         obs = episode.step(action.tool, action.args)
     info = episode.info()
-    if slipped:
-        info["slipped_steps"] = slipped
-    if random_steps:
-        info["random_steps"] = random_steps
+    for kind, key in (("slip", "slipped_steps"), ("random", "random_steps")):
+        if noise_steps[kind]:
+            info[key] = noise_steps[kind]
     return Trajectory(task.task_id, policy.name, rollout_seed, prompt, list(episode.transitions),
                       episode.reward(), info)
 

@@ -103,16 +103,12 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
         if not tasks:
             raise LfoError(f"no {split} tasks at difficulty {sorted(difficulties or ())}")
         repeated = [t for t in tasks for _ in range(samples)]
-        kwargs = {"generate_fn": generate_fn} if generate_fn is not None else {}
-
-        def play(m, repeated=repeated, **kw):
-            return summarise_split(evaluate_agent(m, tokenizer, world, repeated, temperature=temperature,
-                                                  max_turns=max_turns, seed=seed, progress=progress, **kw))
-
-        out["splits"][split] = play(model, **kwargs)
+        common = {"temperature": temperature, "max_turns": max_turns, "seed": seed, "progress": progress}
+        result = evaluate_agent(model, tokenizer, world, repeated, generate_fn=generate_fn, **common)
+        out["splits"][split] = summarise_split(result)
         if against_base:
             with model.disable_adapter():  # the warm-started base RL began from: the same episodes and seeds
-                out["base"][split] = play(model)
+                out["base"][split] = summarise_split(evaluate_agent(model, tokenizer, world, repeated, **common))
             pairs = [[p[1] for p in out["splits"][split]["outcomes"]], [b[1] for b in out["base"][split]["outcomes"]]]
             test = paired_test(*pairs, seed=seed).as_dict()  # undefined statistics (no discordant episode): null
             out["vs_base"][split] = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in test.items()}

@@ -32,15 +32,15 @@ def trajectory_messages(traj: Any, system_prompt: str = prompts.SYSTEM_PROMPT, *
     d = traj.to_dict() if hasattr(traj, "to_dict") else traj
     messages = prompts.build_messages(d["prompt"], system_prompt)
     info = d.get("info") or {}
-    slipped = set(info.get("slipped_steps", ()))
+    untrained = set(info.get("slipped_steps", ()))
     if not imitate_random:
-        slipped |= set(info.get("random_steps", ()))
+        untrained |= set(info.get("random_steps", ()))
     for i, tr in enumerate(d["transitions"]):
         action = tr["action"] if isinstance(tr, dict) else tr.action
         observation = tr["observation"] if isinstance(tr, dict) else tr.observation
         args = action.get("args")
         call = prompts.tool_call_message(action["tool"], args if isinstance(args, dict) else {})
-        if i in slipped:
+        if i in untrained:
             call["weight"] = 0
         messages.append(call)
         messages.append(prompts.tool_result_message(action["tool"], observation))
