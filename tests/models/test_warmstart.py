@@ -54,6 +54,8 @@ def test_recipes_resolve_and_reject_bad_input():
     assert micro.train.max_minutes is not None and micro.eval.temperature == 1.0
     smol = load_recipe("warmstart_smollm2").config
     assert smol.model.name == "smollm2-135m" and not smol.model.is_full
+    # a step count, not a wall-clock budget, ends it: the cached checkpoint is the same on any machine
+    assert smol.train.max_steps > 0 and smol.train.max_minutes * 60 > smol.train.max_steps * 4 * 14
     with pytest.raises(LfoError, match="must be one of"):
         load_recipe("warmstart_micro", ["data.policy=oracle"])  # the oracle is never imitated
     with pytest.raises(LfoError, match="unknown key 'train.epoch'"):
