@@ -139,6 +139,9 @@ def test_shipped_recipes_resolve(name):
         ("lora.r=0", "lora.r must be >= 1"),
         ("wm.coef=-0.5", "wm.coef must be >= 0"),
         ("wm.schedule=sometimes", "wm.schedule must be"),
+        ("env.field_credit=1.0", "env.field_credit must be in [0, 1)"),
+        ("env.progress_shaping=-0.1", "env.progress_shaping must be in [0, 1)"),
+        ("env.field_credits=0.5", "did you mean 'field_credit'"),
     ],
 )
 def test_grpo_recipe_rejects_bad_values(override, message):
@@ -159,3 +162,17 @@ def test_gpu_recipe_on_cpu_fails_fast_without_a_run_dir(tmp_path):
     result = CliRunner().invoke(app, ["train", "--recipe", "dual_lora", "--out", str(out)])
     assert result.exit_code == 2 and "GPU recipe on a CPU machine" in result.output
     assert not out.exists()  # nothing created, nothing built (no warm start was started)
+
+
+def test_grpo_recipe_env_section_reaches_the_environment(tmp_path):
+    """`env:` shaping in a recipe is what the training environments are built with."""
+    import dataclasses
+
+    from lfo_cli.env import generate_world, make_env_factory
+
+    rec = recipes.load_recipe("dual_lora_micro", ["env.field_credit=0.25", "env.progress_shaping=0.5"])
+    opts = dataclasses.asdict(rec.config.env)
+    assert opts == {"progress_shaping": 0.5, "field_credit": 0.25}
+    world = generate_world(num_companies=6, num_train_tasks=10, num_val_tasks=4, seed=1)
+    episode = make_env_factory(world, **opts)().episode
+    assert (episode.progress_shaping, episode.field_credit) == (0.5, 0.25)

@@ -152,13 +152,21 @@ class _Invalid(Exception):
 class Episode:
     """The environment for one task at a time. ``reset`` then ``step`` until ``done``."""
 
-    def __init__(self, world: WorldData, *, max_turns: int = MAX_TURNS, progress_shaping: float = 0.0) -> None:
+    def __init__(self, world: WorldData, *, max_turns: int = MAX_TURNS, progress_shaping: float = 0.0,
+                 field_credit: float = 0.0) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be >= 1")
+        for name, value in (("progress_shaping", progress_shaping), ("field_credit", field_credit)):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
         self.world = world
         self.max_turns = max_turns
         # Reward for partial progress (completed steps / total) when the task fails; 0 = binary reward.
         self.progress_shaping = progress_shaping
+        # Reward for the share of the current step's required auth fields a call got right (best call),
+        # per step, when the task fails; 0 = off. Denser than progress_shaping: it separates a call with
+        # one mis-copied value from one with none right, which difficulty-1 tasks otherwise cannot.
+        self.field_credit = field_credit
         self.task: Task | None = None
         self.transitions: list[Transition] = []
         self._writer = ReplyWriter(random.Random(0))
@@ -179,6 +187,7 @@ class Episode:
         self._previous: list[str] = []
         self.collected: dict[str, str] = {}
         self.completed = 0
+        self.step_fields_right = 0.0  # best share of the current step's required fields right in one call
         self.references: list[str] = []
         self.turns = 0
         self.forms_submitted = 0
@@ -202,7 +211,8 @@ class Episode:
             return 0.0
         if self.success:
             return 1.0
-        return self.progress_shaping * self.completed / len(self._chain)
+        steps = len(self._chain)
+        return (self.progress_shaping * self.completed + self.field_credit * self.step_fields_right) / steps
 
     def info(self) -> dict:
         if self.task is None:
@@ -404,6 +414,9 @@ class Episode:
         missing = [f for f in dept.requires
                    if not ok(f) and not (f in dept.alternatives and all(ok(g) for g in dept.alternatives[f]))]
         idx = self._step_index.get(dept.name)
+        if idx is not None and idx == self.completed and dept.requires:
+            right = 1.0 - len(missing) / len(dept.requires)
+            self.step_fields_right = max(self.step_fields_right, right)
         needs_ref = idx is not None and self.task.steps[idx].requires_reference
         ref_dept = self._chain[idx - 1].name if needs_ref else None
         if missing:
@@ -419,6 +432,7 @@ class Episode:
         ref = w.reference_code()
         self.references.append(ref)
         self.completed += 1
+        self.step_fields_right = 0.0
         if self.completed == len(self._chain):
             self.success = True
         return w.success(company.name, dept.name, self.task.steps[idx].service, ref), "success"

@@ -26,8 +26,9 @@ class CustomerServiceEnv:
     """Customer-service phone environment: find the company, collect credentials once, call reps."""
 
     def __init__(self, world: WorldData, *, seed: int = 0, instance_index: int = 0, max_turns: int = MAX_TURNS,
-                 progress_shaping: float = 0.0) -> None:
-        self._episode = Episode(world, max_turns=max_turns, progress_shaping=progress_shaping)
+                 progress_shaping: float = 0.0, field_credit: float = 0.0) -> None:
+        self._episode = Episode(world, max_turns=max_turns, progress_shaping=progress_shaping,
+                                field_credit=field_credit)
         self._seed = seed
         self._instance_index = instance_index
         self._resets = 0
@@ -120,9 +121,14 @@ class EnvFactory:
 
 
 def make_env_factory(world_or_data_dir: WorldData | str | Path, seed: int = 0, **opts: Any) -> EnvFactory:
-    """``opts``: ``max_turns`` (16) and ``progress_shaping`` (0.0, i.e. binary reward)."""
+    """``opts``: ``max_turns`` (16), ``progress_shaping`` and ``field_credit`` (both 0.0: binary reward)."""
     world = world_or_data_dir if isinstance(world_or_data_dir, WorldData) else load_world(world_or_data_dir)
-    unknown = set(opts) - {"max_turns", "progress_shaping"}
+    unknown = set(opts) - {"max_turns", "progress_shaping", "field_credit"}
     if unknown:
-        raise LfoError(f"make_env_factory: unknown option(s) {sorted(unknown)}; use max_turns, progress_shaping")
+        raise LfoError(f"make_env_factory: unknown option(s) {sorted(unknown)}; "
+                       "use max_turns, progress_shaping, field_credit")
+    for name in ("progress_shaping", "field_credit"):
+        value = opts.get(name, 0.0)
+        if not 0.0 <= value < 1.0:
+            raise LfoError(f"make_env_factory: {name} must be in [0, 1), got {value}")
     return EnvFactory(world, seed=seed, **opts)

@@ -70,6 +70,23 @@ class WMSection:
 
 
 @dataclass
+class EnvSection:
+    """Training reward shaping (validation always counts successes only)."""
+
+    progress_shaping: float = field(
+        default=0.0, metadata={"help": "A failed episode earns this x (completed steps / total steps); 0 = binary reward."})
+    field_credit: float = field(
+        default=0.0, metadata={"help": "A failed episode earns this x (share of the current step's required auth fields "
+                                       "right in its best call) / total steps; 0 = off."})
+
+    def __post_init__(self):
+        for name in ("progress_shaping", "field_credit"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise LfoError(f"env.{name} must be in [0, 1) (a success earns 1), got {value}")
+
+
+@dataclass
 class EvalSection:
     every: int = field(default=20, metadata={"help": "Validation success every N optimizer steps (0 = never)."})
     num_tasks: int = field(default=40, metadata={"help": "Validation tasks per evaluation (same tasks every time)."})
@@ -88,6 +105,7 @@ class TrainConfig:
     lora: LoraSettings = field(default_factory=LoraSettings)
     wm: WMSection = field(default_factory=WMSection)
     data: DataSection = field(default_factory=DataSection)
+    env: EnvSection = field(default_factory=EnvSection)
     eval: EvalSection = field(default_factory=EvalSection)
     trainer: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "Any DualLoRAConfig / GRPOConfig field (not wm_*: use the wm section)."}

@@ -13,6 +13,7 @@ Run dir layout::
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from pathlib import Path
@@ -183,7 +184,8 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     ]
     trainer = DualLoRAGRPOTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-        environment_factory=make_env_factory(world, seed=cfg.seed, max_turns=args.max_tool_calling_iterations),
+        environment_factory=make_env_factory(world, seed=cfg.seed, max_turns=args.max_tool_calling_iterations,
+                                             **dataclasses.asdict(cfg.env)),
         callbacks=callbacks,
     )
     per_step = prompts_per_step(args, trainer.accelerator.num_processes)

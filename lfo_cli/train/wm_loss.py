@@ -127,8 +127,62 @@ def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torc
 
 
 def _forward(model, batch: WMBatch):
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
-    return masked_lm_loss(out.logits, batch.labels)
+    """One forward; the LM head runs on the target tokens only.
+
+    A reply is ~1/6 of its example's tokens (state and action are the rest), and on `micro` the
+    ~6k-word head plus its cross-entropy cost about as much as the 4 transformer layers, so projecting
+    every position was most of the waste. The decoder runs as usual (the active LoRA adapters live
+    inside its layers), then ``get_output_embeddings()`` is applied to the gathered positions that
+    predict a target token. Same loss, same gradients as the full logits (tested); a model whose
+    forward post-processes logits (soft-capping, scaling) falls back to transformers'
+    ``logits_to_keep`` from the earliest target on.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if _plain_head(base):
+        hidden = base.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                    use_cache=False).last_hidden_state
+        labels = batch.labels[:, 1:]
+        mask = labels != IGNORE_INDEX
+        logits = base.get_output_embeddings()(hidden[:, :-1][mask]).float()  # (targets, V)
+        targets = labels[mask]
+        ce = F.cross_entropy(logits, targets, reduction="none")
+        rows = mask.nonzero()[:, 0]
+        count = mask.sum(-1)
+        per_example = torch.zeros(mask.size(0), dtype=ce.dtype, device=ce.device).index_add(0, rows, ce)
+        with torch.no_grad():
+            hits = (logits.argmax(-1) == targets).long()
+            correct = torch.zeros_like(count).index_add(0, rows, hits)
+        return per_example / count.clamp(min=1), correct, count
+    keep = _logits_to_keep(batch.labels)
+    kwargs = {"logits_to_keep": keep} if keep and "logits_to_keep" in _parameters(base.forward) else {}
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **kwargs)
+    return masked_lm_loss(out.logits, batch.labels[:, batch.labels.size(1) - out.logits.size(1) :])
+
+
+def _plain_head(base) -> bool:
+    """True when logits are exactly ``lm_head(decoder(...).last_hidden_state)`` (Llama, Qwen, Mistral ...)."""
+    cfg = getattr(base, "config", None)
+    if cfg is None or getattr(cfg, "final_logit_softcapping", None) or getattr(cfg, "logit_scale", None):
+        return False
+    try:
+        decoder, head = base.get_decoder(), base.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return False
+    return decoder is not None and decoder is not base and isinstance(head, torch.nn.Linear)
+
+
+def _logits_to_keep(labels: torch.Tensor) -> int:
+    """Positions from the one before the earliest target token to the end (0 when there is no target)."""
+    targets = (labels != IGNORE_INDEX).any(0).nonzero()
+    if targets.numel() == 0:
+        return 0
+    return labels.size(1) - max(int(targets[0]) - 1, 0)
+
+
+def _parameters(fn) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(fn).parameters)
 
 
 def reply_token_mask(tokenizer, completion_ids: Sequence[int], tool_mask: Sequence[int],

@@ -192,6 +192,33 @@ def test_progress_shaping_is_off_by_default(world):
     assert shaped.reward() == 0.0
 
 
+def test_field_credit_rewards_the_share_of_required_fields_right(world):
+    """field_credit: a failed episode earns credit x (best share of the current step's fields right) / steps."""
+    import pytest
+
+    task = next(t for t in world.tasks["val"] if t.difficulty == 1
+                and len(world.companies[t.company_id].department(t.steps[0].department).requires) >= 2)
+    dept = world.companies[task.company_id].department(task.steps[0].department)
+    values = {f: task.user_values[f] for f in dept.requires}
+    one_wrong = {**values, dept.requires[0]: "0000000000"}
+    share = 1 - 1 / len(dept.requires)
+
+    plain, credited = Episode(world), Episode(world, field_credit=0.5)
+    for ep in (plain, credited):
+        ep.reset(task, 0)
+        ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {}})  # nothing right
+    assert credited.reward() == 0.0
+    for ep in (plain, credited):
+        ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": one_wrong})
+        ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {}})  # a worse call later
+    assert not credited.success and plain.reward() == 0.0
+    assert credited.reward() == pytest.approx(0.5 * share)  # the best call counts
+    credited.step("make_phone_call", {"phone_number": dept.phone, "auth_info": values})
+    assert credited.success and credited.reward() == 1.0
+    with pytest.raises(ValueError, match="field_credit"):
+        Episode(world, field_credit=1.0)
+
+
 # ------------------------------------------------------------------ fuzzing: 10,000 calls
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30),

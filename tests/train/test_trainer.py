@@ -323,3 +323,46 @@ def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokeni
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
     single, _ = build_length_batches(tokenizer, examples, max_length=512, batch_tokens=0)
     assert len(single) == 1 and torch.equal(single[0].input_ids, one.input_ids)
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama", "fallback"])
+def test_world_model_head_on_targets_only_matches_full_logits(tokenizer, arch, monkeypatch):
+    """The world-model loss projects only target positions through the LM head: same loss, same grads."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lfo_cli.train import wm_loss
+    from lfo_cli.train.wm_loss import build_batch, masked_lm_loss, world_model_forward
+
+    if arch == "llama":  # SmolLM2's architecture
+        torch.manual_seed(1)
+        base = LlamaForCausalLM(LlamaConfig(
+            vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+            pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True))
+    else:
+        base = tiny_model(tokenizer)
+    if arch == "fallback":  # a model whose logits are post-processed takes transformers' logits_to_keep
+        monkeypatch.setattr(wm_loss, "_plain_head", lambda _base: False)
+    model = attach_dual_lora(base, LoraSettings(r=4, alpha=8, dropout=0.0))
+    for p in adapter_params(model, WORLD_MODEL):
+        p.data.normal_(0, 0.05)
+    model.set_adapter(WORLD_MODEL)
+    examples = _examples_of_varied_length()
+    batch = build_batch(tokenizer, examples, max_length=512)
+    batch.labels[0] = wm_loss.IGNORE_INDEX  # a row without targets counts 0 and contributes 0
+
+    model.zero_grad(set_to_none=True)
+    loss, per_example, metrics = world_model_forward(model, batch)
+    loss.backward()
+    grads = [p.grad.clone() for p in adapter_params(model, WORLD_MODEL)]
+
+    model.zero_grad(set_to_none=True)
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False).logits
+    ref_per, ref_correct, ref_count = masked_lm_loss(logits, batch.labels)
+    ref_per.mean().backward()
+    torch.testing.assert_close(per_example, ref_per.detach(), rtol=1e-5, atol=1e-6)
+    assert float(per_example[0]) == 0.0 and float(ref_count[0]) == 0
+    assert metrics["wm/token_acc"] == pytest.approx(float(ref_correct.sum()) / float(ref_count.sum()))
+    assert metrics["wm/target_tokens"] == float(ref_count.sum())
+    for a, b in zip(grads, [p.grad for p in adapter_params(model, WORLD_MODEL)], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
