@@ -134,11 +134,14 @@ def _forward(model, batch: WMBatch):
     every position was most of the waste. The decoder runs as usual (the active LoRA adapters live
     inside its layers), then ``get_output_embeddings()`` is applied to the gathered positions that
     predict a target token. Same loss, same gradients as the full logits (tested); a model whose
-    forward post-processes logits (soft-capping, scaling) falls back to transformers'
-    ``logits_to_keep`` from the earliest target on.
+    forward post-processes logits (soft-capping, scaling), or one wrapped for distributed training,
+    takes its own forward with transformers' ``logits_to_keep`` from the earliest target on.
     """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if _plain_head(base):
+    inner = getattr(model, "module", model)  # DistributedDataParallel / DeepSpeed wrap the PeftModel
+    base = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    # Calling the decoder directly would bypass a wrapper's forward (DDP's gradient bookkeeping), so a
+    # wrapped model goes through its own forward with `logits_to_keep`.
+    if model is inner and _plain_head(base):
         hidden = base.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                     use_cache=False).last_hidden_state
         labels = batch.labels[:, 1:]

@@ -325,7 +325,7 @@ def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokeni
     assert len(single) == 1 and torch.equal(single[0].input_ids, one.input_ids)
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "llama", "fallback"])
+@pytest.mark.parametrize("arch", ["qwen3", "llama", "fallback", "wrapped"])
 def test_world_model_head_on_targets_only_matches_full_logits(tokenizer, arch, monkeypatch):
     """The world-model loss projects only target positions through the LM head: same loss, same grads."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -351,8 +351,20 @@ def test_world_model_head_on_targets_only_matches_full_logits(tokenizer, arch, m
     batch = build_batch(tokenizer, examples, max_length=512)
     batch.labels[0] = wm_loss.IGNORE_INDEX  # a row without targets counts 0 and contributes 0
 
+    class Wrapper(torch.nn.Module):  # like DistributedDataParallel: its forward must not be bypassed
+        def __init__(self, module):
+            super().__init__()
+            self.module, self.calls = module, []
+
+        def forward(self, **kwargs):
+            self.calls.append(sorted(kwargs))
+            return self.module(**kwargs)
+
+    wrapper = Wrapper(model) if arch == "wrapped" else None
     model.zero_grad(set_to_none=True)
-    loss, per_example, metrics = world_model_forward(model, batch)
+    loss, per_example, metrics = world_model_forward(wrapper or model, batch)
+    if wrapper is not None:
+        assert len(wrapper.calls) == 1 and "logits_to_keep" in wrapper.calls[0]
     loss.backward()
     grads = [p.grad.clone() for p in adapter_params(model, WORLD_MODEL)]
 
