@@ -145,6 +145,16 @@ def render_action(tool: str, args: Any) -> str:
     return f"{tool}({inner})"
 
 
+SHAPING = ("progress_shaping", "field_credit")
+
+
+def check_shaping(error: type[Exception] = ValueError, prefix: str = "", **values: float) -> None:
+    """Reward-shaping coefficients must lie in [0, 1): a failed episode never earns a success's 1."""
+    for name, value in values.items():
+        if not 0.0 <= value < 1.0:
+            raise error(f"{prefix}{name} must be in [0, 1) (a success earns 1), got {value}")
+
+
 class _Invalid(Exception):
     """Internal: an invalid call; the message becomes the bad_request detail."""
 
@@ -156,9 +166,7 @@ class Episode:
                  field_credit: float = 0.0) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be >= 1")
-        for name, value in (("progress_shaping", progress_shaping), ("field_credit", field_credit)):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        check_shaping(progress_shaping=progress_shaping, field_credit=field_credit)
         self.world = world
         self.max_turns = max_turns
         # Reward for partial progress (completed steps / total) when the task fails; 0 = binary reward.

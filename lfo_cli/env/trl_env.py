@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.env.episode import MAX_TURNS, Episode, Transition
+from lfo_cli.env.episode import MAX_TURNS, SHAPING, Episode, Transition, check_shaping
 from lfo_cli.env.world import WorldData, load_world, sub_seed
 from lfo_cli.errors import LfoError
 
@@ -123,12 +123,9 @@ class EnvFactory:
 def make_env_factory(world_or_data_dir: WorldData | str | Path, seed: int = 0, **opts: Any) -> EnvFactory:
     """``opts``: ``max_turns`` (16), ``progress_shaping`` and ``field_credit`` (both 0.0: binary reward)."""
     world = world_or_data_dir if isinstance(world_or_data_dir, WorldData) else load_world(world_or_data_dir)
-    unknown = set(opts) - {"max_turns", "progress_shaping", "field_credit"}
+    unknown = set(opts) - {"max_turns", *SHAPING}
     if unknown:
-        raise LfoError(f"make_env_factory: unknown option(s) {sorted(unknown)}; "
-                       "use max_turns, progress_shaping, field_credit")
-    for name in ("progress_shaping", "field_credit"):
-        value = opts.get(name, 0.0)
-        if not 0.0 <= value < 1.0:
-            raise LfoError(f"make_env_factory: {name} must be in [0, 1), got {value}")
+        raise LfoError(f"make_env_factory: unknown option(s) {sorted(unknown)}; use max_turns, {', '.join(SHAPING)}")
+    # Checked here: the episodes are built later, inside TRL, where a bad value would be a traceback.
+    check_shaping(LfoError, "make_env_factory: ", **{k: v for k, v in opts.items() if k in SHAPING})
     return EnvFactory(world, seed=seed, **opts)

@@ -12,6 +12,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lfo_cli.env.episode import check_shaping
 from lfo_cli.errors import LfoError
 from lfo_cli.train.adapters import LoraSettings
 
@@ -80,10 +81,7 @@ class EnvSection:
                                        "right in its best call) / total steps; 0 = off."})
 
     def __post_init__(self):
-        for name in ("progress_shaping", "field_credit"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise LfoError(f"env.{name} must be in [0, 1) (a success earns 1), got {value}")
+        check_shaping(LfoError, "env.", **dataclasses.asdict(self))
 
 
 @dataclass
