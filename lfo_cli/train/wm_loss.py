@@ -9,6 +9,7 @@ left (the oldest history goes first); the reply keeps the rest.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -93,20 +94,25 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Te
 
     Returns ``(loss_per_example (N,), correct (N,), count (N,))``; logits at position t predict token t+1.
     """
-    shift_logits = logits[:, :-1, :].float()
-    shift_labels = labels[:, 1:]
-    mask = shift_labels != IGNORE_INDEX
-    ce = F.cross_entropy(
-        shift_logits.reshape(-1, shift_logits.size(-1)),
-        shift_labels.reshape(-1),
-        ignore_index=IGNORE_INDEX,
-        reduction="none",
-    ).view_as(shift_labels)
+    mask = labels[:, 1:] != IGNORE_INDEX
+    return _target_loss(logits[:, :-1][mask], labels[:, 1:], mask)
+
+
+def _target_loss(target_logits: torch.Tensor, shift_labels: torch.Tensor, mask: torch.Tensor):
+    """``(loss_per_example, correct, count)`` from the logits of the target positions only.
+
+    ``target_logits`` (T, V) are the logits at the ``mask``-ed positions of ``shift_labels`` (N, L),
+    in row-major order; each example's loss is the mean over its targets (0 when it has none).
+    """
+    target_logits = target_logits.float()
+    targets = shift_labels[mask]
+    ce = F.cross_entropy(target_logits, targets, reduction="none")
+    rows = mask.nonzero()[:, 0]
     count = mask.sum(-1)
-    loss_per_example = (ce * mask).sum(-1) / count.clamp(min=1)
+    per_example = torch.zeros(mask.size(0), dtype=ce.dtype, device=ce.device).index_add(0, rows, ce)
     with torch.no_grad():
-        correct = ((shift_logits.argmax(-1) == shift_labels) & mask).sum(-1)
-    return loss_per_example, correct, count
+        correct = torch.zeros_like(count).index_add(0, rows, (target_logits.argmax(-1) == targets).long())
+    return per_example / count.clamp(min=1), correct, count
 
 
 def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
@@ -144,20 +150,11 @@ def _forward(model, batch: WMBatch):
     if model is inner and _plain_head(base):
         hidden = base.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                     use_cache=False).last_hidden_state
-        labels = batch.labels[:, 1:]
-        mask = labels != IGNORE_INDEX
-        logits = base.get_output_embeddings()(hidden[:, :-1][mask]).float()  # (targets, V)
-        targets = labels[mask]
-        ce = F.cross_entropy(logits, targets, reduction="none")
-        rows = mask.nonzero()[:, 0]
-        count = mask.sum(-1)
-        per_example = torch.zeros(mask.size(0), dtype=ce.dtype, device=ce.device).index_add(0, rows, ce)
-        with torch.no_grad():
-            hits = (logits.argmax(-1) == targets).long()
-            correct = torch.zeros_like(count).index_add(0, rows, hits)
-        return per_example / count.clamp(min=1), correct, count
+        mask = batch.labels[:, 1:] != IGNORE_INDEX
+        return _target_loss(base.get_output_embeddings()(hidden[:, :-1][mask]), batch.labels[:, 1:], mask)
     keep = _logits_to_keep(batch.labels)
-    kwargs = {"logits_to_keep": keep} if keep and "logits_to_keep" in _parameters(base.forward) else {}
+    accepts = "logits_to_keep" in inspect.signature(base.forward).parameters
+    kwargs = {"logits_to_keep": keep} if keep and accepts else {}
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **kwargs)
     return masked_lm_loss(out.logits, batch.labels[:, batch.labels.size(1) - out.logits.size(1) :])
 
@@ -180,12 +177,6 @@ def _logits_to_keep(labels: torch.Tensor) -> int:
     if targets.numel() == 0:
         return 0
     return labels.size(1) - max(int(targets[0]) - 1, 0)
-
-
-def _parameters(fn) -> set[str]:
-    import inspect
-
-    return set(inspect.signature(fn).parameters)
 
 
 def reply_token_mask(tokenizer, completion_ids: Sequence[int], tool_mask: Sequence[int],
