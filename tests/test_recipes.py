@@ -164,7 +164,7 @@ def test_gpu_recipe_on_cpu_fails_fast_without_a_run_dir(tmp_path):
     assert not out.exists()  # nothing created, nothing built (no warm start was started)
 
 
-def test_grpo_recipe_env_section_reaches_the_environment(tmp_path):
+def test_grpo_recipe_env_section_reaches_the_environment():
     """`env:` shaping in a recipe is what the training environments are built with."""
     import dataclasses
 
