@@ -146,6 +146,10 @@ def render_action(tool: str, args: Any) -> str:
 
 
 SHAPING = ("progress_shaping", "field_credit")
+# Where an episode's first make_phone_call went (``info()["first_call"]``; None: no call): the department of the
+# task's first step, another department of the task's company, another company, a 10-digit number in no
+# directory, or not a phone number at all. Separates choosing the department from copying its number.
+FIRST_CALL_OUTCOMES = ("right_department", "other_department", "other_company", "unknown_number", "invalid_number")
 
 
 def check_shaping(error: type[Exception] = ValueError, prefix: str = "", **values: float) -> None:
@@ -207,6 +211,7 @@ class Episode:
         self.success = False
         self._form_turn: int | None = None
         self._first_call_turn: int | None = None
+        self.first_call: str | None = None  # where the first phone call went: one of FIRST_CALL_OUTCOMES
         self.category_counts: dict[str, int] = {}
         return task.prompt()
 
@@ -237,6 +242,7 @@ class Episode:
             "auth_before_first_call": self._form_turn is not None
             and (self._first_call_turn is None or self._form_turn < self._first_call_turn),
             "department_order_correct": self.order_violations == 0,
+            "first_call": self.first_call,
             "order_violations": self.order_violations,
             "invalid_tool_calls": self.invalid_calls,
             "calls_after_done": self.calls_after_done,
@@ -395,9 +401,13 @@ class Episode:
         if self._first_call_turn is None:
             self._first_call_turn = self.turns
         digits = normalize_phone(phone)
+        hit = self.world.phone_index.get(digits) if len(digits) == 10 else None
+        if self.first_call is None:
+            self.first_call = ("invalid_number" if len(digits) != 10 else "unknown_number" if hit is None
+                               else "other_company" if hit[0].id != self.company.id
+                               else "right_department" if hit[1].name == self._chain[0].name else "other_department")
         if len(digits) != 10:
             raise _Invalid(f"{_short(phone)} is not a valid phone number (10 digits, e.g. 800-555-0100)")
-        hit = self.world.phone_index.get(digits)
         if hit is None:
             return w.unknown_number(f"{digits[:3]}-{digits[3:6]}-{digits[6:]}"), "unknown_number"
         company, dept = hit

@@ -191,6 +191,11 @@ class TrainSection:
 @dataclass
 class EvalSection:
     num_tasks: int = field(default=100, metadata={"help": "Val tasks played after training (0: skip evaluation)."})
+    samples_per_task: int = field(
+        default=1,
+        metadata={"help": "Episodes sampled per val task (same environment seed, new model samples): more sampled "
+                  "turns for the valid-call rate and more episodes per difficulty for success, at k times the cost."},
+    )
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (1.0, as in GRPO rollouts)."})
     max_turns: int = field(default=16, metadata={"help": "Tool calls per episode (the environment's limit)."})
     max_new_tokens: int = field(default=128, metadata={"help": "Token budget of one assistant turn."})
@@ -202,6 +207,8 @@ class EvalSection:
     def __post_init__(self) -> None:
         if self.num_tasks < 0:
             raise LfoError(f"eval.num_tasks must be >= 0, got {self.num_tasks}")
+        if not 1 <= self.samples_per_task <= 64:
+            raise LfoError(f"eval.samples_per_task must be in [1, 64], got {self.samples_per_task}")
         if self.temperature <= 0:
             raise LfoError(f"eval.temperature must be > 0 (sampling), got {self.temperature}")
         if not 1 <= self.max_turns <= 64:
@@ -323,7 +330,7 @@ def stratified_tasks(tasks: list, n: int) -> list:
 
 # Episode info fields kept per evaluated episode (behaviour metrics of transfer-eval and validation).
 BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted",
-                    "invalid_tool_calls")
+                    "invalid_tool_calls", "first_call")
 
 
 def evaluate_agent(
@@ -429,6 +436,7 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) ->
     call_turns = [t for t in turns if not t["final_reply"]]
     out: dict[str, Any] = {
         "eval/assistant_turns": len(turns),
+        "eval/call_turns": len(call_turns),  # the valid-call rate's denominator (turns other than the final reply)
         "eval/valid_tool_call_rate": sum(t["valid_tool_call"] for t in call_turns) / max(1, len(call_turns)),
         "eval/wellformed_turn_rate": sum(t["valid_tool_call"] or t["final_reply"] for t in turns) / max(1, len(turns)),
         "eval/success_rate": sum(e["success"] for e in eps) / max(1, len(eps)),
@@ -440,6 +448,11 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) ->
     for d, v in sorted(by.items()):
         out[f"eval/success_d{d}"] = sum(v) / len(v)
         out[f"eval/episodes_d{d}"] = len(v)
+    if eps and any("first_call" in e for e in eps):  # share of episodes by where the first call went
+        from lfo_cli.env.episode import FIRST_CALL_OUTCOMES
+
+        for outcome in (*FIRST_CALL_OUTCOMES, None):
+            out[f"eval/first_call/{outcome or 'none'}"] = sum(e.get("first_call") == outcome for e in eps) / len(eps)
     lo = [e["success"] for e in eps if e["difficulty"] <= 2]
     hi = [e["success"] for e in eps if e["difficulty"] >= 3]
     out["eval/success_d1_2"] = sum(lo) / len(lo) if lo else None
@@ -664,7 +677,9 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         val = stratified_tasks(val, cfg.eval.num_tasks)
         from lfo_cli.models.trajectories import collect_trajectories
 
-        teacher = collect_trajectories(world, val, policy=cfg.data.policy, seed=cfg.seed + 1, noise=cfg.data.noise())
+        teacher = collect_trajectories(world, val, policy=cfg.data.policy, seed=cfg.seed + 1, noise=cfg.data.noise(),
+                                       rollouts_per_task=cfg.eval.samples_per_task)
+        val = [t for t in val for _ in range(cfg.eval.samples_per_task)]  # as `lfo transfer-eval --samples`
         t_eval = time.time()
         with Progress() as bar:
             task = bar.add_task("[green]Evaluating (episodes done)", total=len(val))
@@ -682,6 +697,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
             )
         summary.update(summarize_eval(result, teacher))
         summary["eval/temperature"] = cfg.eval.temperature
+        summary["eval/samples_per_task"] = cfg.eval.samples_per_task
         summary["eval/seconds"] = round(time.time() - t_eval, 1)
         atomic_write_jsonl(out_dir / "eval_episodes.jsonl", result["episodes"])
         atomic_write_jsonl(out_dir / "samples.jsonl", result["samples"])

@@ -102,6 +102,8 @@ def validation_metrics(result: dict[str, Any]) -> dict[str, float]:
         values = [float(e[key]) for e in episodes if key in e]
         if values:
             row[name] = sum(values) / len(values)
+    if episodes and any("first_call" in e for e in episodes):  # the department decision, apart from copying
+        row["val/first_call_right"] = sum(e.get("first_call") == "right_department" for e in episodes) / len(episodes)
     return row
 
 

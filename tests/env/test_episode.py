@@ -331,3 +331,24 @@ def test_form_cap_rules_out_asking_for_everything(world):
     for t in world.all_tasks():
         form = run_episode(ep, "oracle", t).transitions[1]
         assert form.category == "form" and len(form.action["args"]["fields"]) <= MAX_FORM_FIELDS
+
+
+def test_first_call_records_where_the_first_phone_call_went(world):
+    from lfo_cli.env.episode import FIRST_CALL_OUTCOMES
+
+    t = next(t for t in world.tasks["val"] if t.difficulty >= 2)  # several departments: "first" means step 0
+    company = world.companies[t.company_id]
+    first = company.department(t.steps[0].department)
+    later = company.department(t.steps[1].department)
+    other = next(c for c in world.companies.values() if c.id != t.company_id).departments[0]
+    cases = [("12-34", "invalid_number"), ("+1 (999) 555-0000", "unknown_number"), (other.phone, "other_company"),
+             (later.phone, "other_department"), (first.phone, "right_department")]
+    assert sorted(o for _, o in cases) == sorted(FIRST_CALL_OUTCOMES)
+    ep = Episode(world)
+    for phone, outcome in cases:
+        ep.reset(t, 0)
+        assert ep.info()["first_call"] is None
+        ep.step("search_company", {"company_name": t.company_name})
+        ep.step("make_phone_call", {"phone_number": phone, "auth_info": {}})
+        ep.step("make_phone_call", {"phone_number": first.phone, "auth_info": {}})  # later calls do not change it
+        assert ep.info()["first_call"] == outcome, phone

@@ -40,6 +40,7 @@ from lfo_cli.recipes import load_recipe
         (TrainSection, {"max_length": 8}, "max_length"),
         (TrainSection, {"max_minutes": -1}, "max_minutes"),
         (EvalSection, {"temperature": 0}, "temperature"),
+        (EvalSection, {"samples_per_task": 0}, "samples_per_task"),
         (ModelSection, {"lora_dropout": 1.0}, "lora_dropout"),
     ],
 )
@@ -155,14 +156,18 @@ def test_summary_metrics_are_computed_from_turns_and_episodes():
     result = {
         "turns": [{"valid_tool_call": True, "final_reply": False}] * 9
         + [{"valid_tool_call": False, "final_reply": False}, {"valid_tool_call": False, "final_reply": True}],
-        "episodes": [{"difficulty": 1, "success": True}, {"difficulty": 2, "success": False},
-                     {"difficulty": 4, "success": False}],
+        "episodes": [{"difficulty": 1, "success": True, "first_call": "right_department"},
+                     {"difficulty": 2, "success": False, "first_call": "other_department"},
+                     {"difficulty": 4, "success": False, "first_call": None}],
     }
     s = summarize_eval(result, teacher=[{"difficulty": 1, "reward": 1.0}, {"difficulty": 1, "reward": 0.0}])
-    assert s["eval/valid_tool_call_rate"] == pytest.approx(0.9)
+    assert s["eval/valid_tool_call_rate"] == pytest.approx(0.9) and s["eval/call_turns"] == 10
     assert s["eval/wellformed_turn_rate"] == pytest.approx(10 / 11)
     assert s["eval/success_d1_2"] == pytest.approx(0.5) and s["eval/success_d3_5"] == 0.0
     assert s["teacher/success_d1"] == 0.5
+    assert s["eval/first_call/right_department"] == s["eval/first_call/none"] == pytest.approx(1 / 3)
+    assert s["eval/first_call/unknown_number"] == 0.0
+    assert sum(v for k, v in s.items() if k.startswith("eval/first_call/")) == pytest.approx(1.0)
 
 
 def test_stratified_tasks_cover_every_difficulty():
@@ -182,7 +187,7 @@ def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, sma
         model=ModelSection(name=str(tiny_model_dir), full_finetune=True),
         data=DataSection(dir=small_world_dir, rollouts_per_task=1, max_tasks=8, induction_rows=6),
         train=TrainSection(max_steps=3, batch_size=4, learning_rate=1e-3, logging_steps=1, save_steps=2),
-        eval=EvalSection(num_tasks=4, max_turns=2, max_new_tokens=12, batch_size=4),
+        eval=EvalSection(num_tasks=4, samples_per_task=2, max_turns=2, max_new_tokens=12, batch_size=4),
     )
     out = tmp_path / "run"
     summary = run_warmstart(cfg, out)
@@ -196,7 +201,10 @@ def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, sma
     for name in ("summary.json", "eval_by_difficulty.csv", "eval_by_difficulty.png", "run_metadata.json",
                  "sft_trajectories.jsonl", "eval_episodes.jsonl"):
         assert (out / name).is_file(), name
-    assert summary["train/steps"] == 3 and summary["eval/episodes"] == 4
+    assert summary["train/steps"] == 3 and summary["eval/episodes"] == 8 and summary["eval/samples_per_task"] == 2
+    played = [json.loads(line)["task_id"] for line in (out / "eval_episodes.jsonl").read_text().splitlines()]
+    assert len(set(played)) == 4 and all(played.count(t) == 2 for t in played)  # every val task twice
+    assert 0 < summary["eval/call_turns"] <= summary["eval/assistant_turns"]
     assert summary["data/induction_rows"] == 6 and summary["data/sequences"] == 8
     assert 0.0 <= summary["eval/valid_tool_call_rate"] <= 1.0
     assert json.loads((out / "run_metadata.json").read_text())["config"]["seed"] == 1

@@ -119,3 +119,17 @@ def test_fresh_training_tasks_replace_the_train_split(seed):
     assert all(world.task(t.task_id) is t for t in fresh)  # the environment can reset to them
     assert {t.company_id for t in fresh} <= world.train_company_ids
     assert len(training_tasks(generate_world(12, 40, 8, 0.25, 5), DataSection(fresh_tasks=50, max_tasks=7), seed)) == 7
+
+
+def test_validation_metrics_are_means_over_episodes():
+    from lfo_cli.train.runner import validation_metrics
+
+    episodes = [{"difficulty": 1, "success": True, "turns": 4, "phone_calls": 1, "first_call": "right_department"},
+                {"difficulty": 1, "success": False, "turns": 3, "phone_calls": 1, "first_call": "other_department"},
+                {"difficulty": 2, "success": False, "turns": 2, "phone_calls": 0, "first_call": None},
+                {"difficulty": 2, "success": False, "turns": 5, "phone_calls": 2, "first_call": "right_department"}]
+    turns = [{"valid_tool_call": True, "final_reply": False}] * 3 + [{"valid_tool_call": False, "final_reply": False}]
+    row = validation_metrics({"episodes": episodes, "turns": turns})
+    assert row["val/success"] == 0.25 and row["val/success/d1"] == 0.5 and row["val/success/d2"] == 0.0
+    assert row["val/turns"] == 3.5 and row["val/calls_per_task"] == 1.0
+    assert row["val/first_call_right"] == 0.5 and row["val/valid_tool_call_rate"] == 0.75
