@@ -72,32 +72,24 @@ def token_classes(pieces: list[str]) -> tuple[str, list[str]]:
 
 def score(model, tokenizer, trajectories: list[dict], tools: list[dict]) -> dict:
     import torch
-    from trl.chat_template_utils import get_training_chat_template
+    import torch.nn.functional as F
 
-    template = get_training_chat_template(tokenizer)
+    from lfo_cli.models.warmstart import assistant_spans, tokenize_trajectories
+
+    rows, _ = tokenize_trajectories(tokenizer, trajectories, tools, max_length=10**9)  # the SFT tokenization
     nll: dict[str, list[float]] = {c: [] for c in CLASSES}
     exact_phone: list[float] = []
-    for traj in trajectories:
-        out = tokenizer.apply_chat_template(traj["messages"], tools=tools, chat_template=template, tokenize=True,
-                                            return_dict=True, return_assistant_tokens_mask=True)
-        ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
+    for r in rows:
+        ids = torch.tensor(r["input_ids"])
         with torch.no_grad():
-            logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-        token_nll = [-logp[i - 1, ids[i]].item() for i in range(1, len(ids))]
-        i = 0
-        while i < len(ids):
-            if not mask[i]:
-                i += 1
-                continue
-            j = i
-            while j < len(ids) and mask[j]:
-                j += 1
-            kind, classes = token_classes([tokenizer.decode([t]) for t in ids[i:j]])
-            for k, cls in enumerate(classes):
-                nll[cls].append(token_nll[i + k - 1])
+            logits = model(ids[None]).logits[0, :-1].float()
+        token_nll = [0.0, *F.cross_entropy(logits, ids[1:], reduction="none").tolist()]  # token_nll[t]: token t
+        for i, j in assistant_spans(r["assistant_masks"]):
+            kind, classes = token_classes([tokenizer.decode([t]) for t in r["input_ids"][i:j]])
+            for cls, x in zip(classes, token_nll[i:j], strict=True):
+                nll[cls].append(x)
             if kind == "phone":
-                exact_phone.append(math.exp(-sum(token_nll[i - 1:j - 1])))
-            i = j
+                exact_phone.append(math.exp(-sum(token_nll[i:j])))
     row: dict = {}
     for cls, xs in nll.items():
         if xs:

@@ -395,6 +395,16 @@ class Episode:
         self._form_turn = self.turns
         return json.dumps(out, ensure_ascii=False), "form"
 
+    def _call_outcome(self, ten_digits: bool, hit: tuple[Company, Department] | None) -> str:
+        """Where a call went, as one of FIRST_CALL_OUTCOMES."""
+        if not ten_digits:
+            return "invalid_number"
+        if hit is None:
+            return "unknown_number"
+        if hit[0].id != self.company.id:
+            return "other_company"
+        return "right_department" if hit[1].name == self._chain[0].name else "other_department"
+
     def _call(self, phone: str, auth: dict[str, str | None]) -> tuple[str, str]:
         w = self._writer
         self.phone_calls += 1
@@ -403,9 +413,7 @@ class Episode:
         digits = normalize_phone(phone)
         hit = self.world.phone_index.get(digits) if len(digits) == 10 else None
         if self.first_call is None:
-            self.first_call = ("invalid_number" if len(digits) != 10 else "unknown_number" if hit is None
-                               else "other_company" if hit[0].id != self.company.id
-                               else "right_department" if hit[1].name == self._chain[0].name else "other_department")
+            self.first_call = self._call_outcome(len(digits) == 10, hit)
         if len(digits) != 10:
             raise _Invalid(f"{_short(phone)} is not a valid phone number (10 digits, e.g. 800-555-0100)")
         if hit is None:

@@ -295,8 +295,8 @@ def tokenize_trajectories(tokenizer, trajectories: list[dict], tools: list[dict]
     return rows, dropped
 
 
-def _zero_assistant_turns(mask: list[int], weights: list) -> list[int]:
-    """``mask`` with the k-th run of assistant tokens zeroed wherever ``weights[k] == 0``."""
+def assistant_spans(mask: list[int]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of assistant tokens in an assistant mask: one per assistant turn."""
     runs, start = [], None
     for i, m in enumerate([*mask, 0]):
         if m and start is None:
@@ -304,6 +304,12 @@ def _zero_assistant_turns(mask: list[int], weights: list) -> list[int]:
         elif not m and start is not None:
             runs.append((start, i))
             start = None
+    return runs
+
+
+def _zero_assistant_turns(mask: list[int], weights: list) -> list[int]:
+    """``mask`` with the k-th run of assistant tokens zeroed wherever ``weights[k] == 0``."""
+    runs = assistant_spans(mask)
     if len(runs) != len(weights):
         raise LfoError(f"the chat template marked {len(runs)} assistant spans for {len(weights)} assistant "
                        "messages; cannot drop the loss of single turns")

@@ -92,18 +92,19 @@ def validation_metrics(result: dict[str, Any]) -> dict[str, float]:
         for d in sorted({e["difficulty"] for e in episodes}):
             sub = [e for e in episodes if e["difficulty"] == d]
             row[f"val/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
-    if any(not t.get("final_reply") for t in turns):  # the warm start's definition: "Done." is not a call
-        from lfo_cli.models.warmstart import summarize_eval
+    from lfo_cli.models.warmstart import summarize_eval
 
-        row["val/valid_tool_call_rate"] = summarize_eval(result)["eval/valid_tool_call_rate"]
+    summary = summarize_eval(result)  # the warm start's definitions, so both evaluations read alike
+    if any(not t.get("final_reply") for t in turns):  # "Done." is not a call
+        row["val/valid_tool_call_rate"] = summary["eval/valid_tool_call_rate"]
+    if "eval/first_call/right_department" in summary:  # the department decision, apart from copying
+        row["val/first_call_right"] = summary["eval/first_call/right_department"]
     for key, name in (("auth_before_first_call", "val/auth_before_call"), ("department_order_correct", "val/order_correct"),
                       ("phone_calls", "val/calls_per_task"), ("forms_submitted", "val/forms"),
                       ("invalid_tool_calls", "val/invalid_calls")):
         values = [float(e[key]) for e in episodes if key in e]
         if values:
             row[name] = sum(values) / len(values)
-    if episodes and any("first_call" in e for e in episodes):  # the department decision, apart from copying
-        row["val/first_call_right"] = sum(e.get("first_call") == "right_department" for e in episodes) / len(episodes)
     return row
 
 

@@ -9,6 +9,7 @@ left (the oldest history goes first); the reply keeps the rest.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -153,8 +154,7 @@ def _forward(model, batch: WMBatch):
         mask = batch.labels[:, 1:] != IGNORE_INDEX
         return _target_loss(base.get_output_embeddings()(hidden[:, :-1][mask]), batch.labels[:, 1:], mask)
     keep = _logits_to_keep(batch.labels)
-    accepts = "logits_to_keep" in inspect.signature(base.forward).parameters
-    kwargs = {"logits_to_keep": keep} if keep and accepts else {}
+    kwargs = {"logits_to_keep": keep} if keep and _accepts_logits_to_keep(type(base)) else {}
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **kwargs)
     return masked_lm_loss(out.logits, batch.labels[:, batch.labels.size(1) - out.logits.size(1) :])
 
@@ -177,6 +177,12 @@ def _logits_to_keep(labels: torch.Tensor) -> int:
     if targets.numel() == 0:
         return 0
     return labels.size(1) - max(int(targets[0]) - 1, 0)
+
+
+@functools.cache
+def _accepts_logits_to_keep(model_cls: type) -> bool:
+    """Whether a model class's forward takes ``logits_to_keep`` (inspected once per class, not per loss call)."""
+    return "logits_to_keep" in inspect.signature(model_cls.forward).parameters
 
 
 def reply_token_mask(tokenizer, completion_ids: Sequence[int], tool_mask: Sequence[int],
