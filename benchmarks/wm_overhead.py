@@ -8,7 +8,7 @@ interleaved so that machine noise hits all alike; generation is timed as the med
 ratio of a condition is (generation + its train time) / (generation + baseline train time): the
 world-model term never touches generation, which dominates a step on CPU.
 
-    python benchmarks/wm_overhead.py                # micro, 4 prompts x 4 generations
+    python benchmarks/wm_overhead.py                # micro, the recipe's batch (2 prompts x 8 generations)
     python benchmarks/wm_overhead.py --prompts 2 --generations 4 --repeats 5 --json
     python benchmarks/wm_overhead.py --recipe dual_lora --prompts 8 --generations 8   # GPU: SmolLM2, bf16
 
@@ -32,8 +32,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recipe", default="dual_lora_micro")
     parser.add_argument("--data-dir", default="data")
-    parser.add_argument("--prompts", type=int, default=4)
-    parser.add_argument("--generations", type=int, default=4)
+    parser.add_argument("--prompts", type=int, default=None, help="default: the recipe's prompts per step")
+    parser.add_argument("--generations", type=int, default=None, help="default: the recipe's num_generations")
     parser.add_argument("--repeats", type=int, default=5, help="timed loss+backward rounds (all conditions each)")
     parser.add_argument("--gen-repeats", type=int, default=3, help="timed generations of the batch (median)")
     parser.add_argument("--threads", type=int, default=2)
@@ -52,6 +52,7 @@ def main() -> None:
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train.adapters import attach_dual_lora
+    from lfo_cli.train.runner import training_tasks
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
 
     torch.set_num_threads(a.threads)
@@ -64,11 +65,14 @@ def main() -> None:
 
     rec = load_recipe(a.recipe, [f"data.dir={a.data_dir}", *a.set])
     cfg = rec.config
+    recipe_generations = int(cfg.trainer.get("num_generations", 8))
+    a.generations = a.generations or recipe_generations
+    a.prompts = a.prompts or max(int(cfg.trainer.get("per_device_train_batch_size", 8)) // recipe_generations, 1)
     world = load_world(a.data_dir)
     base = str(ensure_warmstart(cfg.model.warmstart, data_dir=a.data_dir)) if cfg.model.warmstart else cfg.model.name
     model, tok = load_model(base, dtype=cfg.model.dtype)
     model = attach_dual_lora(model, cfg.lora)
-    tasks = world.tasks["train"][: a.prompts]
+    tasks = training_tasks(world, cfg.data, a.seed)[: a.prompts]  # the recipe's curriculum (difficulties)
     data = Dataset.from_list([dataset_row(t.task_id) for t in tasks])
     out = Path("/tmp/lfo-wm-overhead")
 

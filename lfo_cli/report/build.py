@@ -315,7 +315,11 @@ def _training_sections(rep: Report, train: list[Run], varying: list[str], corr_w
         for s in by_cond[c]:
             per_run.append({"run": s.run.name, "condition": c, "seed": s.run.seed, "status": s.run.status,
                             "evaluations": len(s.curve), "last_tasks_seen": s.limit,
+                            "start_success": s.curve[0][2] if s.curve and s.curve[0][0] == 0 else math.nan,
                             "final_success": s.final.get("val/success", math.nan),
+                            # final - step 0 (the warm start) on the same episodes, paired (`lfo train` summary)
+                            "vs_start": s.run.summary.get("val/vs_start/mean_diff", math.nan),
+                            "vs_start_p": s.run.summary.get("val/vs_start/wilcoxon_p", math.nan),
                             "auc": s.auc if s.auc is not None else math.nan,
                             **{f"tasks_to_{int(t * 100)}": (s.to[t] if s.to[t] is not None else math.nan)
                                for t in THRESHOLDS},

@@ -90,10 +90,28 @@ class EvalSection:
     num_tasks: int = field(default=40, metadata={"help": "Validation tasks per evaluation (same tasks every time)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature during validation."})
     save_trajectories_every: int = field(default=50, metadata={"help": "Save sample trajectories every N steps."})
+    difficulties: list[int] | None = field(
+        default=None,
+        metadata={"help": "Validate only on val tasks of these difficulties (e.g. [1] for a difficulty-1 "
+                  "curriculum); null = all, taken round-robin over difficulties."},
+    )
+    samples_per_task: int = field(
+        default=1,
+        metadata={"help": "Episodes per validation task (same sampling seeds at every evaluation). Every "
+                  "evaluation is paired with the step-0 one (the warm start: LoRA B starts at zero), and the "
+                  "summary tests final - start per episode (`val/vs_start/...`)."},
+    )
 
     def __post_init__(self):
         if self.every < 0 or self.num_tasks < 1 or self.save_trajectories_every < 0:
             raise LfoError("eval.every and eval.save_trajectories_every must be >= 0 and eval.num_tasks >= 1")
+        if not 1 <= self.samples_per_task <= 64:
+            raise LfoError(f"eval.samples_per_task must be in [1, 64], got {self.samples_per_task}")
+        if self.difficulties is not None:
+            if not self.difficulties or any(not 1 <= d <= 5 for d in self.difficulties):
+                raise LfoError(f"eval.difficulties must be a non-empty list of values in 1..5 (or null), "
+                               f"got {self.difficulties}")
+            self.difficulties = sorted(set(self.difficulties))
 
 
 @dataclass

@@ -61,6 +61,10 @@ def test_report_numbers_on_hand_made_runs(tmp_path, make_run):
     # learning curve CSV: mean over seeds at a point where 2 of 3 dual seeds have jumped
     lc = {(r["condition"], float(r["tasks_seen"])): r for r in _csv(out / "learning_curves.csv")}
     assert float(lc[(dual, 400.0)]["mean"]) == pytest.approx((0.95 + 0.95 + 0.05) / 3)
+    # per run: the step-0 evaluation (the warm start) beside the final one
+    per_run = {r["run"].rsplit("/", 1)[-1]: r for r in _csv(out / "training_runs.csv")}
+    assert float(per_run["dual_s0"]["start_success"]) == pytest.approx(0.05)
+    assert float(per_run["dual_s0"]["final_success"]) == pytest.approx(0.95)
     # difficulty / behaviour / gradient / correlation outputs exist and are referenced
     for name in ("learning_curves.png", "success_by_difficulty.png", "behaviour.png", "grad_norms.png",
                  "wm_vs_learning_rate.png", "transfer.png", "tidy.csv", "conditions.csv", "paired_tests.csv"):

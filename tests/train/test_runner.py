@@ -55,12 +55,26 @@ def steps_logged(out: Path) -> list[int]:
 
 def test_run_dir_layout_and_adapters_load(setup, tmp_path):
     out = tmp_path / "run"
-    subprocess.run(train_cmd(setup, out, 2), check=True, capture_output=True, env=env(), timeout=600)
+    # Validation every 2 of 3 steps on 2 tasks x 2 samples of difficulties 1-2: evaluations at 0, 2 and
+    # (max_steps not a multiple of `every`) at the end.
+    validation = ["eval.every=2", "eval.num_tasks=2", "eval.samples_per_task=2", "eval.difficulties=[1,2]"]
+    cmd = train_cmd(setup, out, 3)
+    for item in validation:
+        cmd += ["--set", item]
+    subprocess.run(cmd, check=True, capture_output=True, env=env(), timeout=600)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "complete" and summary["steps"] == 2
+    assert summary["status"] == "complete" and summary["steps"] == 3
     run = json.loads((out / "run.json").read_text())
     assert run["seed"] == 0 and "torch" in run["versions"] and run["recipe"] == "dual_lora_micro"
-    assert steps_logged(out) == [1, 2]
+    assert steps_logged(out) == [1, 2, 3]
+    assert sorted(p.name for p in (out / "validation").iterdir()) == ["step_0.json", "step_2.json", "step_3.json"]
+    start = json.loads((out / "validation" / "step_0.json").read_text())["outcomes"]
+    final = json.loads((out / "validation" / "step_3.json").read_text())["outcomes"]
+    assert len(start) == 4 and [t for t, _ in start] == [t for t, _ in final]
+    assert start[0][0] == start[1][0] and start[0][0] != start[2][0]  # each task twice, one task per difficulty
+    assert summary["val/vs_start/n"] == 4
+    assert summary["val/vs_start/final_success"] == summary["val/success"]
+    assert "reward/first10" in summary and "reward/last10" in summary  # (a random tiny model rarely calls: no wm rows)
     assert summary["figures"] == ["curves.csv", "curves.png"] and (out / "curves.png").stat().st_size > 0
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -133,3 +147,65 @@ def test_validation_metrics_are_means_over_episodes():
     assert row["val/success"] == 0.25 and row["val/success/d1"] == 0.5 and row["val/success/d2"] == 0.0
     assert row["val/turns"] == 3.5 and row["val/calls_per_task"] == 1.0
     assert row["val/first_call_right"] == 0.5 and row["val/valid_tool_call_rate"] == 0.75
+
+
+def _write_outcomes(run_dir: Path, step: int, outcomes: list) -> None:
+    (run_dir / "validation").mkdir(parents=True, exist_ok=True)
+    (run_dir / "validation" / f"step_{step}.json").write_text(json.dumps({"step": step, "outcomes": outcomes}))
+
+
+def test_vs_start_pairs_final_with_step_zero(tmp_path):
+    from lfo_cli.train.runner import vs_start
+
+    _write_outcomes(tmp_path, 0, [["a", 0], ["a", 0], ["b", 1], ["c", 1], ["d", 0]])
+    _write_outcomes(tmp_path, 40, [["a", 1], ["a", 1], ["b", 1], ["c", 0], ["d", 0]])
+    row = vs_start(tmp_path, 40)
+    assert row["val/vs_start/n"] == 5 and row["val/vs_start/wins"] == 2 and row["val/vs_start/losses"] == 1
+    assert row["val/vs_start/start_success"] == pytest.approx(0.4)
+    assert row["val/vs_start/final_success"] == pytest.approx(0.6)
+    assert row["val/vs_start/mean_diff"] == pytest.approx(0.2)
+    assert row["val/vs_start/diff_low"] <= 0.2 <= row["val/vs_start/diff_high"]
+    assert vs_start(tmp_path, 20) == {}  # no evaluation at that step
+    assert vs_start(tmp_path, 0) == {}  # nothing to compare
+    _write_outcomes(tmp_path, 60, [["a", 1], ["b", 1], ["a", 1], ["c", 0], ["d", 0]])
+    assert vs_start(tmp_path, 60) == {}  # different episodes: not a paired comparison
+
+
+def test_trends_average_first_and_last_logged_values(tmp_path):
+    from lfo_cli.train.runner import trends
+
+    rows = [{"step": i, "wm/token_acc": i / 10, "reward": 0.1} for i in range(1, 21)] + [{"step": 20, "val/success": 0.3}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    row = trends(tmp_path)
+    assert row["wm/token_acc/first10"] == pytest.approx(0.55) and row["wm/token_acc/last10"] == pytest.approx(1.55)
+    assert row["reward/first10"] == pytest.approx(0.1) and "losses/wm/first10" not in row
+    short = trends(tmp_path, window=50)  # fewer rows than two windows: halves
+    assert short["wm/token_acc/first50"] == pytest.approx(0.55)
+
+
+@pytest.mark.parametrize("bad", [{"difficulties": []}, {"difficulties": [0]}, {"difficulties": [6]},
+                                 {"samples_per_task": 0}, {"samples_per_task": 65}])
+def test_eval_section_rejects_bad_values(bad):
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.recipe_config import EvalSection
+
+    with pytest.raises(LfoError, match="eval\\."):
+        EvalSection(**bad)
+    assert EvalSection(difficulties=[2, 1, 2]).difficulties == [1, 2]
+
+
+@pytest.mark.parametrize(("batch", "ga", "spg", "mu", "procs", "expected"), [
+    (16, 1, 1, 1, 1, [0, 2, 4, 20]),     # 2 prompts x 8 generations per step
+    (4, 2, 2, 1, 2, [0, 2, 4, 20]),      # accumulation over 2 micro-steps, 2 processes: 16 completions / 8
+    (16, 1, 1, 2, 1, [0, 2, 2, 10]),     # num_iterations 2: each generated batch serves two steps
+    (16, 1, 4, 1, 1, [0, 8, 8, 24]),     # steps_per_generation 4: one batch of 4 steps' prompts, made up front
+])
+def test_tasks_seen_follows_trl_generation_batches(batch, ga, spg, mu, procs, expected):
+    from types import SimpleNamespace
+
+    from lfo_cli.train.runner import TasksSeen
+
+    args = SimpleNamespace(per_device_train_batch_size=batch, gradient_accumulation_steps=ga, steps_per_generation=spg,
+                           num_iterations=mu, num_generations=8)
+    seen = TasksSeen(args, procs)
+    assert [seen(s) for s in (0, 1, 2, 10)] == expected
