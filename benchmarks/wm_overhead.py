@@ -8,7 +8,7 @@ interleaved so that machine noise hits all alike; generation is timed as the med
 ratio of a condition is (generation + its train time) / (generation + baseline train time): the
 world-model term never touches generation, which dominates a step on CPU.
 
-    python benchmarks/wm_overhead.py                # micro, the recipe's batch (2 prompts x 8 generations)
+    python benchmarks/wm_overhead.py                # micro, the recipe's batch (4 prompts x 8 generations)
     python benchmarks/wm_overhead.py --prompts 2 --generations 4 --repeats 5 --json
     python benchmarks/wm_overhead.py --recipe dual_lora --prompts 8 --generations 8   # GPU: SmolLM2, bf16
 
@@ -65,9 +65,9 @@ def main() -> None:
 
     rec = load_recipe(a.recipe, [f"data.dir={a.data_dir}", *a.set])
     cfg = rec.config
-    recipe_generations = int(cfg.trainer.get("num_generations", 8))
-    a.generations = a.generations or recipe_generations
-    a.prompts = a.prompts or max(int(cfg.trainer.get("per_device_train_batch_size", 8)) // recipe_generations, 1)
+    resolved = cfg.grpo_args("/tmp/lfo-wm-overhead", validate_only=True)  # the recipe's batch, TRL's defaults
+    a.generations = a.generations or resolved.num_generations
+    a.prompts = a.prompts or max(resolved.per_device_train_batch_size // resolved.num_generations, 1)
     world = load_world(a.data_dir)
     base = str(ensure_warmstart(cfg.model.warmstart, data_dir=a.data_dir)) if cfg.model.warmstart else cfg.model.name
     model, tok = load_model(base, dtype=cfg.model.dtype)

@@ -49,6 +49,12 @@ def rate_row(successes: int, n: int) -> dict[str, Any]:
     return {"n": n, "successes": successes, "success": successes / n if n else 0.0, "ci_low": lo, "ci_high": hi}
 
 
+def episode_outcomes(result: dict[str, Any]) -> list[list]:
+    """``[[task_id, 0 | 1], ...]`` per episode of an ``evaluate_agent`` result, in evaluation order: what a
+    paired comparison of two evaluations of the same episodes lines up."""
+    return [[e["task_id"], int(bool(e["success"]))] for e in result["episodes"]]
+
+
 def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
     episodes, turns = result["episodes"], result["turns"]
     row = rate_row(sum(e["success"] for e in episodes), len(episodes))
@@ -65,7 +71,7 @@ def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
         call_turns = [t for t in turns if not t.get("final_reply")]
         behaviour["valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in call_turns) / max(len(call_turns), 1)
     row["behaviour"] = behaviour
-    row["outcomes"] = [[e["task_id"], int(bool(e["success"]))] for e in episodes]
+    row["outcomes"] = episode_outcomes(result)
     return row
 
 

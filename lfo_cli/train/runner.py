@@ -39,7 +39,7 @@ class TasksSeen:
     """
 
     def __init__(self, args, num_processes: int):
-        spg = args.steps_per_generation or args.gradient_accumulation_steps
+        spg = args.steps_per_generation  # GRPOConfig resolves it (default: gradient_accumulation_steps)
         self.prompts_per_generation = args.per_device_train_batch_size * num_processes * spg // args.num_generations
         self.micro_steps_per_generation = spg * args.num_iterations
         self.grad_accum = args.gradient_accumulation_steps
@@ -86,10 +86,12 @@ class Validation(TrainerCallback):
                                 max_turns=self.max_turns, seed=self.seed)
         if was_training:
             model.train()
+        from lfo_cli.eval.transfer import episode_outcomes
+
         row = validation_metrics(result)
         self.last, self.last_step = row, step
-        outcomes = [[e["task_id"], int(bool(e["success"]))] for e in result["episodes"]]
-        atomic_write_json(self.run_dir / "validation" / f"step_{step}.json", {"step": step, "outcomes": outcomes})
+        atomic_write_json(self.run_dir / "validation" / f"step_{step}.json",
+                          {"step": step, "outcomes": episode_outcomes(result)})
         append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, "tasks_seen": self.tasks_seen(step), **row})
         if self.save_every and step % self.save_every == 0:
             atomic_write_jsonl(self.run_dir / "trajectories" / f"step_{step}.jsonl", result["samples"])
@@ -123,13 +125,11 @@ def vs_start(run_dir: Path, step: int, seed: int = 0) -> dict[str, float]:
     start, final = (json.loads(p.read_text(encoding="utf-8"))["outcomes"] for p in paths)
     if [t for t, _ in start] != [t for t, _ in final]:
         return {}
-    test = paired_test([o for _, o in final], [o for _, o in start], seed=seed)
-    row = {"val/vs_start/n": test.n, "val/vs_start/start_success": sum(o for _, o in start) / len(start),
-           "val/vs_start/final_success": sum(o for _, o in final) / len(final),
-           "val/vs_start/mean_diff": test.mean_diff, "val/vs_start/diff_low": test.diff_low,
-           "val/vs_start/diff_high": test.diff_high, "val/vs_start/wins": test.wins,
-           "val/vs_start/losses": test.losses, "val/vs_start/wilcoxon_p": test.wilcoxon_p}
-    return {k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+    test = paired_test([o for _, o in final], [o for _, o in start], seed=seed).as_dict()
+    test.pop("ttest_p")  # 0/1 outcomes: the Wilcoxon (sign) test is the one to read
+    row = {"start_success": sum(o for _, o in start) / len(start),
+           "final_success": sum(o for _, o in final) / len(final), **test}
+    return {f"val/vs_start/{k}": v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
 
 
 TREND_METRICS = ("wm/token_acc", "losses/wm", "reward")
@@ -141,9 +141,10 @@ def trends(run_dir: Path, window: int = 10) -> dict[str, float]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return {}
+    rows = list(iter_jsonl(path))
     out: dict[str, float] = {}
     for key in TREND_METRICS:
-        values = [float(r[key]) for r in iter_jsonl(path) if key in r]
+        values = [float(r[key]) for r in rows if key in r]
         if len(values) >= 2:
             w = min(window, len(values) // 2)
             out[f"{key}/first{window}"] = sum(values[:w]) / w
