@@ -24,6 +24,7 @@ import argparse
 import copy
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def main() -> None:
         if cuda:
             torch.cuda.synchronize()
 
+    def progress(message: str) -> None:  # to stderr as it happens: a run stopped by a time limit still tells
+        print(f"[wm_overhead] {message}", file=sys.stderr, flush=True)
+
     rec = load_recipe(a.recipe, [f"data.dir={a.data_dir}", *a.set])
     cfg = rec.config
     resolved = cfg.grpo_args("/tmp/lfo-wm-overhead", validate_only=True)  # the recipe's batch, TRL's defaults
@@ -100,6 +104,7 @@ def main() -> None:
             batch = gen_trainer._generate_and_score_completions(rows)
         sync()
         gen_samples.append(time.perf_counter() - t0)
+        progress(f"generation {len(gen_samples)}/{a.gen_repeats + 1}: {gen_samples[-1]:.2f} s")
     gen_seconds = statistics.median(gen_samples[1:])
     shared_trainer = trainer_for("shared", 0.5)
     shared_trainer.environments = gen_trainer.environments
@@ -111,7 +116,7 @@ def main() -> None:
     trainers = {name: shared_trainer if coupling == "shared" else trainer_for(coupling, coef)
                 for name, coupling, coef in conditions}
     samples: dict[str, list[float]] = {name: [] for name in trainers}
-    for _ in range(a.repeats + 1):  # conditions interleaved, so machine noise hits all alike; first round warms up
+    for round_ in range(a.repeats + 1):  # conditions interleaved, so machine noise hits all alike; first round warms up
         for name, trainer in trainers.items():
             trainer.model.train()
             inputs = dict(batch)
@@ -123,6 +128,7 @@ def main() -> None:
             sync()
             samples[name].append(time.perf_counter() - t0)
             trainer.model.zero_grad(set_to_none=True)
+        progress(f"round {round_ + 1}/{a.repeats + 1}: " + ", ".join(f"{n} {xs[-1]:.3f} s" for n, xs in samples.items()))
     timings = {name: statistics.median(xs[1:]) for name, xs in samples.items()}
 
     base_t = timings["baseline"]

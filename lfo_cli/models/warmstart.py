@@ -775,15 +775,23 @@ def warmstart_cache_path(cfg: WarmStartConfig) -> Path:
 
 
 def ensure_warmstart(
-    recipe_name_or_cfg: str | WarmStartConfig, *, data_dir: str | Path | None = None, overrides: list[str] | None = None
+    recipe_name_or_cfg: str | WarmStartConfig, *, data_dir: str | Path | None = None, overrides: list[str] | None = None,
+    build: bool = True,
 ) -> Path:
     """The warm-started base checkpoint for a recipe (``$LFO_HOME/warmstart/NAME-KEY/model``),
-    trained now if not cached. ``data_dir`` points the warm start at the trainer's world."""
+    trained now if not cached (``build=False``: an error instead). ``data_dir`` points the warm start
+    at the trainer's world."""
     name, cfg = _resolve_cfg(recipe_name_or_cfg, overrides)
     if data_dir is not None:
         cfg.data.dir = Path(data_dir)
     load_world_for(cfg)  # fail early with the gen-env hint
     path = warmstart_cache_path(cfg)
+    if not build and not cache.is_complete(path):
+        raise LfoError(
+            f"warm start '{name}' is not built yet ({path}); build it once in a plain process first: "
+            f"lfo train --recipe {recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else '<warm-start recipe>'}"
+            f" --out runs/{name}"
+        )
     cache.build_once(path, lambda tmp: {"recipe": name, "key": path.name, **run_warmstart(cfg, tmp)})
     return path / "model"
 

@@ -244,7 +244,16 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     if cfg.model.warmstart:
         from lfo_cli.models.warmstart import ensure_warmstart
 
-        base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir))
+        # Not inside `accelerate launch` with several processes or DeepSpeed: every rank would train the
+        # warm start, and its Trainer inherits the launch's DeepSpeed plugin (on a GPU it stopped at
+        # "ds bf16.enabled=True vs hf bf16=False"). Such runs need it built beforehand.
+        distributed = args.world_size > 1 or args.deepspeed_plugin is not None
+        base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir, build=not distributed))
+        # Building a warm start runs a Trainer in this process, which fixes accelerate's process-wide
+        # state (its mixed precision, "no"); GRPO's Accelerator then refuses bf16 ("AcceleratorState has
+        # already been initialized"). TrainingArguments reset that state when they set up devices, so
+        # the trainer's arguments are made again here. Seen on a GPU, first `dual_lora` run of a machine.
+        args = cfg.grpo_args(str(out_dir))
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
     model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 

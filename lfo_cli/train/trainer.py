@@ -257,6 +257,11 @@ class _AdapterGradNorms(TrainerCallback):
 
     Measured in ``on_pre_optimizer_step``, i.e. after global clipping; clipping scales both adapters by
     the same factor, so their ratio (what the seed's warning rule is about) is unaffected.
+
+    Not under DeepSpeed: ZeRO keeps the gradients in its own partitioned buffers and accelerate's
+    backward already steps the engine, so ``.grad`` is empty here and the norms would read a false 0
+    (seen on a GPU with ZeRO-2). Such runs log DeepSpeed's global ``grad_norm`` and the autograd probe
+    ``grad_norm/policy_from_wm``, not the per-adapter norms.
     """
 
     RATIO_LIMIT = 10.0  # the seed: "policy_grad_norm >> wm_grad_norm (>10x)" and the converse
@@ -265,6 +270,8 @@ class _AdapterGradNorms(TrainerCallback):
         self.trainer = trainer
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self.trainer.is_deepspeed_enabled:
+            return
         model = self.trainer.model
         policy = grad_norm(adapter_params(model, POLICY))
         wm = grad_norm(adapter_params(model, WORLD_MODEL))

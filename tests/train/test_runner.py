@@ -31,13 +31,14 @@ def setup(tmp_path_factory):
     return root
 
 
-def train_cmd(root: Path, out: Path, steps: int, *extra: str) -> list[str]:
+def train_cmd(root: Path, out: Path, steps: int, *extra: str, **sets_: str) -> list[str]:
     sets = {
         "model.name": str(root / "model"), "model.warmstart": "null", "data.dir": str(root / "data"),
         "eval.every": "0", "lora.r": "4", "lora.alpha": "8", "wm.grad_probe_every": "1",
         "trainer.max_steps": str(steps), "trainer.save_steps": "1", "trainer.max_completion_length": "24",
         "trainer.per_device_train_batch_size": "4", "trainer.num_generations": "2", "trainer.logging_steps": "1",
     }
+    sets.update({k.replace("__", "."): v for k, v in sets_.items()})
     cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(out)]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
@@ -117,6 +118,47 @@ def test_accelerate_two_cpu_processes(setup, tmp_path):
     # 4 completions per process per step x 2 processes / 2 generations = 4 tasks per step
     assert summary["steps"] == 2 and summary["tasks_seen"] == 8
     assert steps_logged(out) == [1, 2]
+
+
+def tiny_warmstart_recipe(root: Path, tmp_path: Path) -> Path:
+    recipe = tmp_path / "ws_tiny.yaml"
+    recipe.write_text(
+        f"base: {Path(__file__).resolve().parents[2] / 'recipes' / 'warmstart_micro.yaml'}\n"
+        f"model: {{name: {root / 'model'}, full_finetune: true}}\n"
+        "data: {fresh_tasks: 0, max_tasks: 4, rollouts_per_task: 1}\n"
+        "train: {max_steps: 1, batch_size: 2, max_length: 8192, logging_steps: 1, save_steps: 1}\n"
+        "eval: {num_tasks: 2, samples_per_task: 1, max_turns: 1, max_new_tokens: 8, batch_size: 2}\n"
+    )
+    return recipe
+
+
+def test_warm_start_built_in_the_same_process_leaves_mixed_precision_to_the_trainer(setup, tmp_path):
+    """A warm start built on first use runs its own Trainer in the `lfo train` process; a bf16 GRPO run
+    after it must still get its bf16 Accelerator (it crashed on the first GPU run)."""
+    home = tmp_path / "home"
+    recipe = tiny_warmstart_recipe(setup, tmp_path)
+    out = tmp_path / "run"
+    cmd = train_cmd(setup, out, 1, model__warmstart=str(recipe), trainer__bf16="true", trainer__use_cpu="true")
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**env(), "LFO_HOME": str(home)}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 1 and str(home / "warmstart") in summary["base_model"]
+    assert json.loads((out / "run.json").read_text())["config"]["trainer"]["bf16"] is True
+
+
+def test_distributed_launch_does_not_build_a_missing_warm_start(setup, tmp_path):
+    """Under `accelerate launch` every rank would train the warm start (and under DeepSpeed its Trainer
+    inherits the plugin): the run stops with the command that builds it, and builds nothing."""
+    home = tmp_path / "home"
+    recipe = tiny_warmstart_recipe(setup, tmp_path)
+    cmd = train_cmd(setup, tmp_path / "ddp", 1, model__warmstart=str(recipe))
+    i = cmd.index("-m")
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+              str(Path(__file__).resolve().parents[2] / "recipes" / "accelerate" / "cpu_2proc.yaml"), *cmd[i:]]
+    done = subprocess.run(launch, capture_output=True, text=True, env={**env(), "LFO_HOME": str(home)}, timeout=600)
+    assert done.returncode != 0
+    assert "warm start 'ws_tiny' is not built yet" in done.stderr and f"lfo train --recipe {recipe} " in done.stderr
+    assert not (home / "warmstart").exists() or not any((home / "warmstart").iterdir())
 
 
 @pytest.mark.parametrize("seed", [0, 4])

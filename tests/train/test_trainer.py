@@ -124,6 +124,24 @@ def test_joint_step_changes_both_adapters(tokenizer, tmp_path):
     assert trainer._metrics["train"]["losses/wm"] and trainer._metrics["train"]["losses/policy"]
 
 
+@pytest.mark.parametrize("deepspeed", [False, True])
+def test_per_adapter_grad_norms_only_where_the_gradients_are_readable(tokenizer, tmp_path, deepspeed):
+    """Under DeepSpeed `.grad` is empty when callbacks run: no per-adapter norms rather than a false 0."""
+    from lfo_cli.train.trainer import _AdapterGradNorms
+
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5)
+    trainer.model.train()
+    trainer.compute_loss(trainer.model, make_inputs(tokenizer)).backward()
+    trainer.is_deepspeed_enabled = deepspeed
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _AdapterGradNorms)]
+    callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)
+    metrics = trainer._metrics["train"]
+    if deepspeed:
+        assert "grad_norm/policy" not in metrics and "grad_norm/wm" not in metrics
+    else:
+        assert metrics["grad_norm/policy"][-1] > 0 and metrics["grad_norm/wm"][-1] > 0
+
+
 def test_alternating_changes_one_adapter_per_step(tokenizer, tmp_path):
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_schedule="alternating")
     for step in range(4):
