@@ -39,3 +39,12 @@ def test_help_is_fast_and_imports_no_heavy_library():
 def test_every_subcommand_has_help(name):
     result = CliRunner().invoke(app, [name, "--help"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("name, text", [
+    ("gen-env", "[default: --num-val-tasks]"), ("gen-env", "[default: --output-dir]"), ("transfer-eval", "the [gpu] extra"),
+])
+def test_square_brackets_in_help_survive_rich_markup(name, text):
+    """Rich reads `[gpu]` as a style tag and drops it unless escaped."""
+    result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0 and text in result.output

@@ -66,12 +66,14 @@ def ablate(
             return
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=f"grid {g.name}: {len(cells)} runs ({len(g.conditions)} cells x {len(g.seeds)} seeds), base {g.base}")
         for col in ("cell", "seed", "status", "command"):
             table.add_column(col, overflow="fold")
         for r in rows:
-            table.add_row(r["cell_id"], str(r["seed"]), r["status"], " ".join(r["argv"][1:]))
+            # Text: a value such as `lora.target_modules=[q_proj,v_proj]` is not rich markup
+            table.add_row(Text(r["cell_id"]), str(r["seed"]), r["status"], Text(" ".join(r["argv"][1:])))
         Console().print(table)
         return
 

@@ -23,7 +23,7 @@ def gen_env(
     num_val_tasks: Annotated[int, typer.Option(help="Validation tasks on training companies.", rich_help_panel=_GEN)] = 100,
     num_transfer_tasks: Annotated[
         int | None,
-        typer.Option(help="Tasks on held-out companies only [default: --num-val-tasks].", rich_help_panel=_GEN),
+        typer.Option(help="Tasks on held-out companies only \\[default: --num-val-tasks].", rich_help_panel=_GEN),
     ] = None,
     heldout_fraction: Annotated[
         float, typer.Option(help="Fraction of companies held out for transfer (stratified by industry).",
@@ -41,7 +41,7 @@ def gen_env(
                            rich_help_panel=_CHECK)
     ] = False,
     data_dir: Annotated[
-        Path | None, typer.Option("--data-dir", help="World to check [default: --output-dir].", rich_help_panel=_CHECK)
+        Path | None, typer.Option("--data-dir", help="World to check \\[default: --output-dir].", rich_help_panel=_CHECK)
     ] = None,
     report_dir: Annotated[
         Path | None, typer.Option("--report-dir", help="Write the check as CSV + PNG + JSON here.", rich_help_panel=_CHECK)

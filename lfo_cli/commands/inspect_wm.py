@@ -73,13 +73,15 @@ def inspect_wm(
 def _print(out: dict, examples: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     side = Table(title="world model: predicted vs actual reply", show_lines=True)
     for col in ("category", "predicted", "actual", "semantic"):
         side.add_column(col, overflow="fold")
-    for e in examples:
-        side.add_row(e["category"], e["predicted"] or "(empty)", e["actual"], "yes" if e["semantic_ok"] else "no")
+    for e in examples:  # model text as Text: a generated "[/x]" would otherwise be read as rich markup
+        side.add_row(e["category"], Text(e["predicted"] or "(empty)"), Text(e["actual"]),
+                     "yes" if e["semantic_ok"] else "no")
     console.print(side)
     table = Table(title=f"world-model metrics ({out['source']})")
     for col in ("category", "n", "token acc", "perplexity", "BLEU", "semantic acc"):

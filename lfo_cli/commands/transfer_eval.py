@@ -20,7 +20,7 @@ def transfer_eval(
     samples: Annotated[int, typer.Option("--samples", min=1, help="Rollouts per task (k).")] = 1,
     max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1, help="Evaluate the first N tasks.")] = None,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature.")] = 1.0,
-    backend: Annotated[str, typer.Option("--backend", help="transformers (CPU/GPU) or vllm (GPU + [gpu] extra).")] = "transformers",
+    backend: Annotated[str, typer.Option("--backend", help="transformers (CPU/GPU) or vllm (GPU + the \\[gpu] extra).")] = "transformers",
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="World data (default: the run's data.dir).")] = None,
     difficulty: Annotated[list[int] | None, typer.Option(
         "--difficulty", min=1, max=5, help="Only tasks of this difficulty (repeat for several).")] = None,

@@ -269,3 +269,13 @@ def test_parallel_cells_share_the_cores(tmp_path, monkeypatch):
     assert child_env(16)["OMP_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's setting wins
     assert child_env(2)["OMP_NUM_THREADS"] == "3"
+
+
+def test_dry_run_table_prints_list_values_literally(tmp_path):
+    """`--set` values are printed as text: `[bold]` is a module name here, not rich markup."""
+    grid_path = _grid(tmp_path, seeds=[0], axes={"lora.target_modules": [["bold"]]})
+    result = CliRunner().invoke(app, ["ablate", "--grid", str(grid_path), "--runs-dir", str(tmp_path / "runs"),
+                                      "--dry-run"], env={"COLUMNS": "1000"})
+    assert result.exit_code == 0, result.output
+    [argv] = [line for line in result.output.splitlines() if "lora.target_modules=" in line]
+    assert "lora.target_modules=[bold]" in argv

@@ -81,3 +81,18 @@ def test_probe_section_and_bad_input(runs):
     assert bad.exit_code == 2 and "not a run directory" in bad.output
     bad = CliRunner().invoke(app, ["inspect-wm", str(runs / "trained"), "--split", "moon"])
     assert bad.exit_code == 2 and "--split" in bad.output
+
+
+def test_side_by_side_prints_model_text_literally(capsys, monkeypatch):
+    """Generated replies are arbitrary text: "[/csr]" or "[red]" must print as written, not as rich markup
+    (an unmatched closing tag made rich raise)."""
+    from lfo_cli.commands.inspect_wm import _print
+
+    monkeypatch.setenv("COLUMNS", "300")
+    metrics = {"n": 1, "token_accuracy": 0.5, "perplexity": 2.0, "bleu": 1.0, "semantic_accuracy": 0.0}
+    out = {"source": "test", "overall": metrics, "by_category": {"auth_failure": metrics}}
+    examples = [{"category": "auth_failure", "predicted": "need [/csr] your [red]pin[/red]",
+                 "actual": "[account_number] please", "semantic_ok": False}]
+    _print(out, examples)
+    printed = capsys.readouterr().out
+    assert "need [/csr] your [red]pin[/red]" in printed and "[account_number] please" in printed
