@@ -16,7 +16,7 @@ CONTEXT: dict = {}
 @handle_errors
 def transfer_eval(
     run_dir: Annotated[Path, typer.Argument(help="A finished `lfo train` run directory.")],
-    split: Annotated[str, typer.Option("--split", help="transfer, val, or both (the train/held-out gap).")] = "both",
+    split: Annotated[str, typer.Option("--split", help="transfer, val, both (the train/held-out gap), or train (the tasks RL trained on: memorised or learned?).")] = "both",
     samples: Annotated[int, typer.Option("--samples", min=1, help="Rollouts per task (k).")] = 1,
     max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1, help="Evaluate the first N tasks.")] = None,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature.")] = 1.0,
@@ -47,8 +47,8 @@ def transfer_eval(
     from lfo_cli.eval.transfer import transfer_eval as evaluate
     from lfo_cli.io import atomic_write_json
 
-    if split not in ("transfer", "val", "both"):
-        raise LfoError(f"--split must be transfer, val or both, got '{split}'")
+    if split not in ("transfer", "val", "both", "train"):
+        raise LfoError(f"--split must be transfer, val, both or train, got '{split}'")
     if backend not in ("transformers", "vllm"):
         raise LfoError(f"--backend must be transformers or vllm, got '{backend}'")
     splits = ("transfer", "val") if split == "both" else (split,)

@@ -127,3 +127,16 @@ def test_cli_prints_the_paired_line_and_valid_json(run):
     assert json.loads((run_dir / "transfer_eval.json").read_text()) == out
     bad = CliRunner().invoke(app, ["transfer-eval", str(run_dir), "--difficulty", "7"])
     assert bad.exit_code == 2
+    bad = CliRunner().invoke(app, ["transfer-eval", str(run_dir), "--split", "trian"])
+    assert bad.exit_code == 2 and "--split must be" in bad.stderr
+
+
+def test_train_split_plays_the_world_train_tasks(run):
+    from lfo_cli.env import load_world
+    from lfo_cli.eval.transfer import transfer_eval
+
+    run_dir, _ = run
+    world = load_world(run_dir.parent / "data")
+    out = transfer_eval(run_dir, ("train",), max_tasks=3)
+    assert [t for t, _ in out["splits"]["train"]["outcomes"]] == [t.task_id for t in world.tasks["train"][:3]]
+    assert out.get("gap") is None
