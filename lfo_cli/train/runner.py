@@ -23,7 +23,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from lfo_cli.errors import LfoError
-from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl, iter_jsonl
+from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
 from lfo_cli.train.recipe_config import TrainConfig
 
 
@@ -77,6 +77,7 @@ class Validation(TrainerCallback):
         self.last_step = -1
 
     def evaluate(self, model, step: int) -> dict[str, float]:
+        from lfo_cli.eval.transfer import episode_outcomes
         from lfo_cli.models.warmstart import evaluate_agent
         from lfo_cli.train.adapters import POLICY, activate
 
@@ -86,8 +87,6 @@ class Validation(TrainerCallback):
                                 max_turns=self.max_turns, seed=self.seed)
         if was_training:
             model.train()
-        from lfo_cli.eval.transfer import episode_outcomes
-
         row = validation_metrics(result)
         self.last, self.last_step = row, step
         atomic_write_json(self.run_dir / "validation" / f"step_{step}.json",
@@ -114,7 +113,6 @@ class Validation(TrainerCallback):
 def vs_start(run_dir: Path, step: int, seed: int = 0) -> dict[str, float]:
     """Final validation vs step 0 (the warm start), paired per episode: `val/vs_start/...`. Empty when
     either evaluation is missing (eval.every = 0) or they cover different episodes."""
-    import json
     import math
 
     from lfo_cli.eval.stats import paired_test
@@ -122,7 +120,7 @@ def vs_start(run_dir: Path, step: int, seed: int = 0) -> dict[str, float]:
     paths = [Path(run_dir) / "validation" / f"step_{s}.json" for s in (0, step)]
     if step <= 0 or not all(p.is_file() for p in paths):
         return {}
-    start, final = (json.loads(p.read_text(encoding="utf-8"))["outcomes"] for p in paths)
+    start, final = (read_json(p)["outcomes"] for p in paths)
     if [t for t, _ in start] != [t for t, _ in final]:
         return {}
     test = paired_test([o for _, o in final], [o for _, o in start], seed=seed).as_dict()
