@@ -1,5 +1,6 @@
 """World-model loss: one padded batch vs length-sorted batches (`wm.batch_tokens`), same examples;
-and the LM head on every position vs on the target tokens only (what `world_model_forward` does).
+the LM head on every position vs on the target tokens only; and each group's common start run once
+(`wm.share_prefix`, what training does).
 
 The examples are the phone calls of noisy `prior` rollouts on the val tasks (the lengths a training
 batch sees: a first call's short state up to a long history). Each arm runs forward + backward of the
@@ -9,6 +10,7 @@ depend on the weights, so the plain `micro` base is used (no warm start needed).
 
     python benchmarks/wm_batching.py                       # 16 rollouts' phone calls, micro
     python benchmarks/wm_batching.py --rollouts 64 --batch-tokens 2048 --json
+    python benchmarks/wm_batching.py --rollouts 32 --per-task 8   # groups of 8 rollouts of one task, like GRPO
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def main() -> None:
     parser.add_argument("--model", default="micro")
     parser.add_argument("--data-dir", default="data")
     parser.add_argument("--rollouts", type=int, default=16, help="rollouts whose phone calls form the batch")
+    parser.add_argument("--per-task", type=int, default=1, help="rollouts per task (a GRPO group: 8)")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=7)
@@ -41,14 +44,20 @@ def main() -> None:
     from lfo_cli.models.registry import load_model
     from lfo_cli.train.adapters import WORLD_MODEL, LoraSettings, activate, attach_dual_lora
     from lfo_cli.train.trainer import examples_from_environment
-    from lfo_cli.train.wm_loss import build_length_batches, masked_lm_loss, world_model_forward
+    from lfo_cli.train.wm_loss import (
+        build_length_batches,
+        build_wm_batches,
+        masked_lm_loss,
+        world_model_forward,
+    )
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)
     world = load_world(a.data_dir)
     episode = Episode(world)
     examples = []
-    for i, task in enumerate(world.tasks["val"][: a.rollouts]):
+    for i in range(a.rollouts):
+        task = world.tasks["val"][i // a.per_task]
         run_episode(episode, "prior", task, rollout_seed=a.seed + i, noise=NoiseConfig(epsilon=0.1, field_dropout=0.1))
         examples += examples_from_environment(episode, ("make_phone_call",))
     model, tokenizer = load_model(a.model)
@@ -57,9 +66,18 @@ def main() -> None:
     model.train()
     # arm -> (batch_tokens, LM head on all positions?); the last arm is what training runs
     arms = {"one_batch_full_head": (0, True), "length_batches_full_head": (a.batch_tokens, True),
-            "length_batches": (a.batch_tokens, False)}
+            "length_batches": (a.batch_tokens, False), "shared_prefixes": (a.batch_tokens, False)}
     built = {name: build_length_batches(tokenizer, examples, a.max_length, tokens)[0]
              for name, (tokens, _) in arms.items()}
+    built["shared_prefixes"] = build_wm_batches(tokenizer, examples, a.max_length, a.batch_tokens, share_prefix=True)[0]
+
+    def tokens(batches, real: bool = False) -> int:
+        def one(b):
+            if hasattr(b, "suffixes"):  # a SharedPrefixBatch: prefixes once, then suffixes
+                parts = [m for _, m in b.prefixes] + [s.attention_mask for s in b.suffixes]
+                return sum(int(m.sum()) if real else m.numel() for m in parts)
+            return int(b.attention_mask.sum()) if real else b.input_ids.numel()
+        return sum(one(b) for b in batches)
 
     def full_head_loss(batches):  # the logits of every position, then the masked cross-entropy
         per = [masked_lm_loss(model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False).logits,
@@ -83,14 +101,16 @@ def main() -> None:
     result = {
         "model": a.model, "examples": len(examples), "threads": a.threads, "batch_tokens": a.batch_tokens,
         "target_tokens": sum(b.num_target_tokens for b in built["length_batches"]),
-        "arms": {name: {"forwards": len(built[name]), "padded_tokens": sum(b.input_ids.numel() for b in built[name]),
-                        "real_tokens": sum(int(b.attention_mask.sum()) for b in built[name]),
+        "arms": {name: {"forwards": sum(len(b.prefixes) + len(b.suffixes) if hasattr(b, "suffixes") else 1
+                                        for b in built[name]), "padded_tokens": tokens(built[name]),
+                        "real_tokens": tokens(built[name], real=True),
                         "median_s": round(statistics.median(samples[name]), 4)} for name in arms},
     }
     med = {name: r["median_s"] for name, r in result["arms"].items()}
     result["speedup_length_batches"] = round(med["one_batch_full_head"] / med["length_batches_full_head"], 3)
     result["speedup_target_head"] = round(med["length_batches_full_head"] / med["length_batches"], 3)
     result["speedup_total"] = round(med["one_batch_full_head"] / med["length_batches"], 3)
+    result["speedup_shared_prefixes"] = round(med["length_batches"] / med["shared_prefixes"], 3)
     if a.json:
         print(json.dumps(result, indent=2))
         return
@@ -105,7 +125,8 @@ def main() -> None:
     Console().print(table)
     print(f"speed-up of length batches over one padded batch: {result['speedup_length_batches']:.2f}x; "
           f"of the head on {result['target_tokens']} target tokens over all positions: "
-          f"{result['speedup_target_head']:.2f}x; both: {result['speedup_total']:.2f}x")
+          f"{result['speedup_target_head']:.2f}x; both: {result['speedup_total']:.2f}x; shared prefixes over "
+          f"length batches: {result['speedup_shared_prefixes']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -113,6 +113,12 @@ class DualLoRAConfig(GRPOConfig):
         metadata={"help": "Padded-token budget of one world-model forward: examples are sorted by length and "
                   "grouped so short ones are not padded to the longest (same loss, less compute). 0: one forward."},
     )
+    wm_share_prefix: bool = field(
+        default=True,
+        metadata={"help": "Run the common start of world-model examples once (a group's rollouts share their task "
+                  "and directory) and only the rest per example, through the KV cache: same loss and gradients, "
+                  "fewer tokens. Plain-head, full-attention, unwrapped models only; others fall back."},
+    )
     wm_grad_probe_every: int = field(
         default=10,
         metadata={"help": "Measure grad_norm/policy_from_wm (|d(lambda*wm_loss)/d policy params|) every N steps; 0 = never."},

@@ -67,6 +67,7 @@ class WMSection:
     max_length: int = 512
     max_examples: int = 64
     batch_tokens: int = 4096
+    share_prefix: bool = True
     grad_probe_every: int = 10
 
 

@@ -33,7 +33,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
-from lfo_cli.train.wm_loss import build_length_batches, reply_token_mask, world_model_forward
+from lfo_cli.train.wm_loss import build_wm_batches, can_share_prefix, reply_token_mask, world_model_forward
 
 WM_COLUMN = "lfo_wm_examples"
 REPLY_MASK = "lfo_reply_mask"
@@ -139,8 +139,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         # Chunks of wm_max_examples bound memory when wm.batch_tokens = 0 (one forward per chunk).
         chunk = self.args.wm_max_examples  # >= 1, checked by DualLoRAConfig
         for start in range(0, len(flat), chunk):
-            batches, order = build_length_batches(self.processing_class, flat[start : start + chunk],
-                                                  self.args.wm_max_length, self.args.wm_batch_tokens)
+            batches, order = self._wm_batches(self.model, flat[start : start + chunk])
             with torch.no_grad(), active(self.model, [WORLD_MODEL]):
                 per_example = world_model_forward(self.model, [b.to(self.accelerator.device) for b in batches])[1]
             for index, value in zip(order, per_example.tolist(), strict=True):
@@ -218,8 +217,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         if len(examples) > self.args.wm_max_examples:  # evenly spaced subsample, deterministic
             stride = len(examples) / self.args.wm_max_examples
             examples = [examples[math.floor(i * stride)] for i in range(self.args.wm_max_examples)]
-        batches, _ = build_length_batches(self.processing_class, examples, self.args.wm_max_length,
-                                          self.args.wm_batch_tokens)
+        batches, _ = self._wm_batches(model, examples)
         batches = [b.to(self.accelerator.device) for b in batches]
         adapters = [POLICY, WORLD_MODEL] if self.args.wm_coupling == "stacked" else [WORLD_MODEL]
         with active(self.model, adapters):
@@ -228,6 +226,11 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         for key, value in metrics.items():
             self._metrics[mode][key].append(value)
         return wm_loss
+
+    def _wm_batches(self, model, examples: list[Example]):
+        share = self.args.wm_share_prefix and can_share_prefix(model)
+        return build_wm_batches(self.processing_class, examples, self.args.wm_max_length, self.args.wm_batch_tokens,
+                                share_prefix=share)
 
     def _shared_reply_loss(self, reply_mask, mode: str):
         """ECHO-style: cross-entropy on the reply tokens already inside the policy's rollout forward."""

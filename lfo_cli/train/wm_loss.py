@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 IGNORE_INDEX = -100
+FORWARD_COST_TOKENS = 64  # one more forward costs about as much as this many padded tokens (micro, CPU)
 
 
 @dataclass
@@ -56,25 +58,197 @@ def build_batch(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]], max_
 
 
 def build_length_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]], max_length: int,
-                         batch_tokens: int) -> tuple[list[WMBatch], list[int]]:
+                         batch_tokens: int, forward_cost: int = FORWARD_COST_TOKENS) -> tuple[list[WMBatch], list[int]]:
     """The examples as padded batches of similar length, each of at most ``batch_tokens`` padded tokens.
 
     One padded batch pads every example to the longest; world-model examples vary from a first call's
     short state to a long history (on the default world ~37% of such a batch was padding). Sorted by
-    length, consecutive examples are grouped while ``rows x longest <= batch_tokens`` (a longer example
-    still gets a batch of its own). ``batch_tokens <= 0`` gives one batch. Returns the batches and
-    ``order``: the example index of each row, batch after batch.
+    length, consecutive examples are grouped so that padded tokens plus ``forward_cost`` per forward
+    are fewest, within ``rows x longest <= batch_tokens`` (a longer example gets a batch of its own).
+    ``batch_tokens <= 0`` gives one batch. Returns the batches and ``order``: the example index of each
+    row, batch after batch.
     """
     rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
     if batch_tokens <= 0:
         return [_pad(rows, tokenizer)], list(range(len(rows)))
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-    groups: list[list[int]] = [[]]
-    for i in order:  # ascending: the newest row is the group's longest
-        if groups[-1] and (len(groups[-1]) + 1) * len(rows[i][0]) > batch_tokens:
-            groups.append([])
-        groups[-1].append(i)
-    return [_pad([rows[i] for i in g], tokenizer) for g in groups], order
+    return _length_batches(rows, tokenizer, batch_tokens, forward_cost)
+
+
+@dataclass
+class SharedPrefixBatch:
+    """Examples whose token rows start alike, computed once per shared start (a *prefix*).
+
+    The rollouts of one prompt's group share the task and usually the directory the search returned,
+    so their world-model examples share a long start. Each prefix runs through the decoder once
+    (``prefixes``: right-padded batches); each example then runs only its remaining tokens (its
+    *suffix*), attending to its prefix's keys and values through the KV cache, at the positions that
+    follow it. The reply tokens are always in the suffix. Same loss and gradients as the full rows
+    (with LoRA dropout off; with it on, a prefix's tokens share one dropout mask).
+    """
+
+    prefixes: list[tuple[torch.Tensor, torch.Tensor]]  # (ids, attention mask) per prefix forward, (U_b, P_b)
+    prefix_lengths: torch.Tensor  # (U,) real tokens of each prefix, in the order of `prefixes`' rows
+    suffixes: list[WMBatch]  # the examples' remaining tokens, labels aligned with them
+    units: list[torch.Tensor]  # per suffix batch: (N_b,) the prefix of each row
+
+    @property
+    def num_target_tokens(self) -> int:
+        return sum(b.num_target_tokens for b in self.suffixes)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(b.input_ids.size(0) for b in self.suffixes)
+
+    @property
+    def num_tokens(self) -> int:
+        """Padded tokens the decoder runs (prefixes once, then suffixes)."""
+        return sum(ids.numel() for ids, _ in self.prefixes) + sum(b.input_ids.numel() for b in self.suffixes)
+
+    def to(self, device) -> SharedPrefixBatch:
+        return SharedPrefixBatch([(i.to(device), m.to(device)) for i, m in self.prefixes],
+                                 self.prefix_lengths.to(device), [b.to(device) for b in self.suffixes],
+                                 [u.to(device) for u in self.units])
+
+
+def build_wm_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]], max_length: int,
+                     batch_tokens: int, share_prefix: bool = False, min_shared: int = 16,
+                     forward_cost: int = FORWARD_COST_TOKENS) -> tuple[list[WMBatch | SharedPrefixBatch], list[int]]:
+    """:func:`build_length_batches`, or (``share_prefix``) one :class:`SharedPrefixBatch` for the
+    examples that share a start of at least ``min_shared`` tokens with others plus length batches for
+    the rest, whichever plan runs fewer padded tokens plus ``forward_cost`` per forward.
+
+    Which examples share what: the rows sorted lexicographically, then split into runs that maximise
+    the tokens saved, sum over runs of (size - 1) x (the run's common prefix), by dynamic programming
+    over the sorted order; a run's prefix stops before the token that predicts its first reply token.
+    Runs of one example go to the length batches. Returns the batches and ``order``, the example index
+    of each output row (shared rows first, batch after batch).
+    """
+    rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
+    if batch_tokens <= 0:
+        return [_pad(rows, tokenizer)], list(range(len(rows)))
+    plain = _length_batches(rows, tokenizer, batch_tokens, forward_cost)
+    runs = _shared_runs(rows, min_shared) if share_prefix else []
+    if not runs:
+        return plain
+    shared_ids = {i for run, _ in runs for i in run}
+    rest = [i for i in range(len(rows)) if i not in shared_ids]
+    batch, order = _shared_prefix_batch(rows, runs, tokenizer, batch_tokens, forward_cost)
+    batches: list[WMBatch | SharedPrefixBatch] = [batch]
+    if rest:
+        more, rest_order = _length_batches([rows[i] for i in rest], tokenizer, batch_tokens, forward_cost)
+        batches += more
+        order += [rest[i] for i in rest_order]
+    return min((batches, order), plain, key=lambda plan: plan_cost(plan[0], forward_cost))
+
+
+def plan_cost(batches: Sequence[WMBatch | SharedPrefixBatch], forward_cost: int = FORWARD_COST_TOKENS) -> int:
+    """Padded tokens the decoder runs plus ``forward_cost`` per forward (what the batch builders minimise)."""
+    tokens = sum(b.num_tokens if isinstance(b, SharedPrefixBatch) else b.input_ids.numel() for b in batches)
+    forwards = sum(len(b.prefixes) + len(b.suffixes) if isinstance(b, SharedPrefixBatch) else 1 for b in batches)
+    return tokens + forward_cost * forwards
+
+
+def _target_start(labels: list[int]) -> int:
+    return next((k for k, lab in enumerate(labels) if lab != IGNORE_INDEX), len(labels))
+
+
+def _shared_runs(rows: list[tuple[list[int], list[int]]], min_shared: int) -> list[tuple[list[int], int]]:
+    """Runs of >= 2 example indices with the length of the prefix they share (see build_wm_batches)."""
+    n = len(rows)
+    if n < 2:
+        return []
+    srt = sorted(range(n), key=lambda i: rows[i][0])
+    # a prefix ends before the position that predicts the first reply token, so that prediction is in the suffix
+    cap = [_target_start(rows[i][1]) - 1 for i in srt]
+
+    adjacent = [len(os.path.commonprefix([rows[srt[k]][0], rows[srt[k + 1]][0]])) for k in range(n - 1)]
+    best = [0] * (n + 1)  # tokens saved by the best split of the first j sorted rows
+    choice = [(0, 0)] * (n + 1)  # (start of the last run, its shared length; 0 = a single row)
+    for j in range(1, n + 1):
+        best[j], choice[j] = best[j - 1], (j - 1, 0)
+        shared = cap[j - 1]
+        for i in range(j - 2, -1, -1):  # run = sorted rows i .. j-1
+            shared = min(shared, adjacent[i], cap[i])
+            if shared < min_shared:
+                break
+            gain = best[i] + (j - i - 1) * shared
+            if gain > best[j]:
+                best[j], choice[j] = gain, (i, shared)
+    runs, j = [], n
+    while j > 0:
+        i, shared = choice[j]
+        if shared:
+            runs.append(([srt[k] for k in range(i, j)], shared))
+        j = i
+    return runs[::-1]
+
+
+def _length_groups(lengths: list[int], batch_tokens: int, forward_cost: int = FORWARD_COST_TOKENS) -> list[list[int]]:
+    """Indices sorted by length, split into consecutive groups that minimise padded tokens plus
+    ``forward_cost`` per group, each within ``rows x longest <= batch_tokens`` (a row longer than
+    that is a group of its own); ``batch_tokens <= 0``: one group. Dynamic programming over the sorted
+    lengths, so a few long rows get their own batch instead of padding all the short ones."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    if batch_tokens <= 0 or not order:
+        return [order]
+    n = len(order)
+    cost = [0.0] + [float("inf")] * n
+    start = [0] * (n + 1)
+    for j in range(1, n + 1):  # the last group is sorted rows i .. j-1; its longest is row j-1
+        longest = lengths[order[j - 1]]
+        for i in range(j - 1, -1, -1):
+            rows = j - i
+            if rows > 1 and rows * longest > batch_tokens:
+                break
+            c = cost[i] + rows * longest + forward_cost
+            if c < cost[j]:
+                cost[j], start[j] = c, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[start[j] : j])
+        j = start[j]
+    return groups[::-1]
+
+
+def _length_batches(rows: list[tuple[list[int], list[int]]], tokenizer, batch_tokens: int,
+                    forward_cost: int = FORWARD_COST_TOKENS) -> tuple[list[WMBatch], list[int]]:
+    groups = _length_groups([len(ids) for ids, _ in rows], batch_tokens, forward_cost)
+    return [_pad([rows[i] for i in g], tokenizer) for g in groups], [i for g in groups for i in g]
+
+
+def _shared_prefix_batch(rows, runs, tokenizer, batch_tokens: int, forward_cost: int) -> tuple[SharedPrefixBatch, list[int]]:
+    prefix_rows = [(rows[run[0]][0][:shared], [IGNORE_INDEX] * shared) for run, shared in runs]
+    prefix_groups = _length_groups([len(ids) for ids, _ in prefix_rows], batch_tokens, forward_cost)
+    prefixes, unit_of_run = [], {}
+    for group in prefix_groups:
+        padded = _pad([prefix_rows[u] for u in group], tokenizer)
+        prefixes.append((padded.input_ids, padded.attention_mask))
+        for u in group:
+            unit_of_run[u] = len(unit_of_run)
+    lengths = torch.tensor([len(prefix_rows[u][0]) for g in prefix_groups for u in g], dtype=torch.long)
+    members = [(i, u, shared) for u, (run, shared) in enumerate(runs) for i in run]
+    suffix_rows = [(rows[i][0][shared:], rows[i][1][shared:]) for i, _, shared in members]
+    groups = _length_groups([len(ids) for ids, _ in suffix_rows], batch_tokens, forward_cost)
+    suffixes = [_pad([suffix_rows[k] for k in g], tokenizer) for g in groups]
+    units = [torch.tensor([unit_of_run[members[k][1]] for k in g], dtype=torch.long) for g in groups]
+    order = [members[k][0] for g in groups for k in g]
+    return SharedPrefixBatch(prefixes, lengths, suffixes, units), order
+
+
+def can_share_prefix(model) -> bool:
+    """Whether :class:`SharedPrefixBatch` forwards apply: an unwrapped model whose logits are the plain
+    head over the decoder and whose attention is full (a sliding window would need its own cache)."""
+    inner = getattr(model, "module", model)
+    if inner is not model:
+        return False
+    base = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    if not _plain_head(base):
+        return False
+    cfg = base.config
+    layer_types = getattr(cfg, "layer_types", None)
+    if layer_types is not None:
+        return all(t == "full_attention" for t in layer_types)
+    return getattr(cfg, "sliding_window", None) is None
 
 
 def _pad(rows: list[tuple[list[int], list[int]]], tokenizer) -> WMBatch:
@@ -122,7 +296,8 @@ def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torc
     ``batch`` may be a list of batches (:func:`build_length_batches`): one forward each, per-example
     results concatenated in batch order; the mean is over all examples, as for one batch.
     """
-    parts = [_forward(model, b) for b in ([batch] if isinstance(batch, WMBatch) else batch)]
+    batches = [batch] if isinstance(batch, WMBatch | SharedPrefixBatch) else batch
+    parts = [_forward_shared(model, b) if isinstance(b, SharedPrefixBatch) else _forward(model, b) for b in batches]
     per_example, correct, count = (torch.cat(xs) for xs in zip(*parts, strict=True))
     loss = per_example.mean()
     metrics = {
@@ -157,6 +332,36 @@ def _forward(model, batch: WMBatch):
     kwargs = {"logits_to_keep": keep} if keep and _accepts_logits_to_keep(type(base)) else {}
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **kwargs)
     return masked_lm_loss(out.logits, batch.labels[:, batch.labels.size(1) - out.logits.size(1) :])
+
+
+def _forward_shared(model, batch: SharedPrefixBatch):
+    """Prefixes once (their keys and values kept with their graph), then each suffix batch attending to
+    its rows' prefixes: the per-row results of :func:`_forward`, in suffix-batch order."""
+    if not can_share_prefix(model):
+        raise ValueError("shared-prefix batches need an unwrapped model with a plain LM head and full attention")
+    from transformers import DynamicCache
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder, head = base.get_decoder(), base.get_output_embeddings()
+    caches = [decoder(input_ids=ids, attention_mask=mask, use_cache=True).past_key_values for ids, mask in batch.prefixes]
+    width = max(ids.size(1) for ids, _ in batch.prefixes)
+
+    def stacked(kind: str, layer: int) -> torch.Tensor:  # (U, heads, width, dim): every prefix, right-padded
+        return torch.cat([F.pad(getattr(c.layers[layer], kind), (0, 0, 0, width - ids.size(1)))
+                          for c, (ids, _) in zip(caches, batch.prefixes, strict=True)])
+
+    layers = range(len(caches[0].layers))
+    keys, values = [stacked("keys", i) for i in layers], [stacked("values", i) for i in layers]
+    prefix_mask = torch.cat([F.pad(mask, (0, width - mask.size(1))) for _, mask in batch.prefixes])
+    parts = []
+    for suffix, unit in zip(batch.suffixes, batch.units, strict=True):
+        past = DynamicCache(ddp_cache_data=[(k[unit], v[unit]) for k, v in zip(keys, values, strict=True)])
+        positions = batch.prefix_lengths[unit, None] + torch.arange(suffix.input_ids.size(1), device=unit.device)
+        hidden = decoder(input_ids=suffix.input_ids, attention_mask=torch.cat([prefix_mask[unit], suffix.attention_mask], 1),
+                         position_ids=positions, past_key_values=past, use_cache=True).last_hidden_state
+        mask = suffix.labels[:, 1:] != IGNORE_INDEX
+        parts.append(_target_loss(head(hidden[:, :-1][mask]), suffix.labels[:, 1:], mask))
+    return tuple(torch.cat(xs) for xs in zip(*parts, strict=True))
 
 
 def _plain_head(base) -> bool:

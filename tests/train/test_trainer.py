@@ -17,6 +17,7 @@ from lfo_cli.train.adapters import (  # noqa: E402
     POLICY,
     WORLD_MODEL,
     LoraSettings,
+    activate,
     active,
     adapter_params,
     attach_dual_lora,
@@ -276,26 +277,31 @@ def test_surprise_reward_is_world_model_error(tokenizer, tmp_path):
     assert trainer.model.active_adapters == [POLICY]
 
 
-@pytest.mark.parametrize("max_examples, batch_tokens", [(2, 0), (3, 600), (64, 1)])
-def test_surprise_reward_maps_each_loss_to_its_rollout(tokenizer, tmp_path, max_examples, batch_tokens):
+@pytest.mark.parametrize("max_examples, batch_tokens, grouped", [(2, 0, False), (3, 600, False), (64, 1, False),
+                                                                   (64, 4096, True), (5, 4096, True)])
+def test_surprise_reward_maps_each_loss_to_its_rollout(tokenizer, tmp_path, max_examples, batch_tokens, grouped):
     from types import SimpleNamespace
 
-    from lfo_cli.train.wm_loss import world_model_forward
+    from lfo_cli.train.wm_loss import SharedPrefixBatch, world_model_forward
 
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=1.0, wm_intrinsic="surprise", wm_intrinsic_coef=0.5,
                            wm_max_examples=max_examples, wm_batch_tokens=batch_tokens)
     for p in adapter_params(trainer.model, WORLD_MODEL):  # a non-zero adapter, so examples differ in loss
         p.data.normal_(0, 0.05)
-    examples = _examples_of_varied_length()
+    examples = _examples_in_groups() if grouped else _examples_of_varied_length()
     random.Random(1).shuffle(examples)
+    if grouped:  # rows that share prefixes: their order in the shared batch must map back too
+        assert any(isinstance(b, SharedPrefixBatch) for b in trainer._wm_batches(trainer.model, examples)[0])
     per_env = [examples[0:3], examples[3:4], [], examples[4:7]]  # chunks cross rollout boundaries
+    if grouped:
+        per_env = per_env[:3] + [examples[4:9], examples[9:]]
     trainer.wm_examples_fn = lambda env, tools: env.examples
     bonus = trainer._surprise_reward(environments=[SimpleNamespace(examples=e) for e in per_env])
     with torch.no_grad(), active(trainer.model, [WORLD_MODEL]):
         expected = [0.5 * float(world_model_forward(trainer.model, build_batch(tokenizer, e, 512))[1].mean())
                     if e else 0.0 for e in per_env]
     assert bonus == pytest.approx(expected, rel=1e-4, abs=1e-6)
-    assert len({round(b, 4) for b in bonus}) == 4  # distinct values: a mix-up would show
+    assert len({round(b, 4) for b in bonus}) == len(per_env)  # distinct values: a mix-up would show
 
 
 def _examples_of_varied_length(n=7):
@@ -326,7 +332,8 @@ def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokeni
         return loss.detach(), per_example, [p.grad.clone() for p in adapter_params(model, WORLD_MODEL)]
 
     one = build_batch(tokenizer, examples, max_length=512)
-    batches, order = build_length_batches(tokenizer, examples, max_length=512, batch_tokens=budget)
+    # a forward costs as much as 300 padded tokens here, so rows of unequal length do share batches
+    batches, order = build_length_batches(tokenizer, examples, max_length=512, batch_tokens=budget, forward_cost=300)
     assert sorted(order) == list(range(len(examples))) and order != list(range(len(examples)))
     if budget > 1:  # batches of unequal size: a mean of per-batch means would differ from the true mean
         assert len({b.input_ids.size(0) for b in batches}) > 1
@@ -341,6 +348,147 @@ def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokeni
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
     single, _ = build_length_batches(tokenizer, examples, max_length=512, batch_tokens=0)
     assert len(single) == 1 and torch.equal(single[0].input_ids, one.input_ids)
+
+
+def _examples_in_groups():
+    """Like a rollout batch: groups of examples with one task and a common history, then their own
+    actions and replies, plus examples that share nothing but the template's first tokens."""
+    out = []
+    for g, task in enumerate(["call billing", "call fraud", "pin"]):
+        for i in range(5 - g):
+            history = "".join(f"- make_phone_call({{\"n\": {k}}}): the rep asked for pin\n" for k in range(3 + g))
+            history += f"- auth_info_form: {'pin ' * (i % 3)}zip code\n"
+            text = WM_TEXT.replace("call billing", task).replace("- search_company: the rep\n", history)
+            target = WM_TARGET.replace("account number", ["pin", "zip code", "email", "member id", "card"][i])
+            out.append((text + target, (len(text), len(text) + len(target))))
+    for k in range(2):
+        text = WM_TEXT.replace("Task: call billing", f"Task: {'email ' * (k + 1)}")
+        out.append((text + WM_TARGET, (len(text), len(text) + len(WM_TARGET))))
+    return out
+
+
+@pytest.mark.parametrize("arch,budget", [("qwen3", 1), ("qwen3", 700), ("qwen3", 100_000), ("llama", 700)])
+def test_shared_prefix_batches_give_the_same_loss_and_gradient_with_fewer_tokens(tokenizer, arch, budget):
+    """Examples that start alike run their common start once (KV cache with its graph): same loss, same
+    per-example losses, token accuracy and gradients as one padded batch, for both adapters at once."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lfo_cli.train.wm_loss import (
+        SharedPrefixBatch,
+        build_wm_batches,
+        can_share_prefix,
+        world_model_forward,
+    )
+
+    if arch == "llama":
+        torch.manual_seed(1)
+        base = LlamaForCausalLM(LlamaConfig(
+            vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+            pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True))
+    else:
+        base = tiny_model(tokenizer)
+    model = attach_dual_lora(base, LoraSettings(r=4, alpha=8, dropout=0.0))
+    for name in (POLICY, WORLD_MODEL):
+        for p in adapter_params(model, name):
+            p.data.normal_(0, 0.05)
+    activate(model, [POLICY, WORLD_MODEL])  # stacked: gradients into both adapters
+    assert can_share_prefix(model)
+    examples = _examples_in_groups()
+    random.Random(5).shuffle(examples)
+    params = adapter_params(model, POLICY) + adapter_params(model, WORLD_MODEL)
+
+    def run(batches):
+        model.zero_grad(set_to_none=True)
+        loss, per_example, metrics = world_model_forward(model, batches)
+        loss.backward()
+        return loss.detach(), per_example, metrics, [p.grad.clone() for p in params]
+
+    one = build_batch(tokenizer, examples, max_length=512)
+    batches, order = build_wm_batches(tokenizer, examples, 512, budget, share_prefix=True)
+    shared = [b for b in batches if isinstance(b, SharedPrefixBatch)]
+    assert len(shared) == 1 and sorted(order) == list(range(len(examples)))
+    assert 2 <= shared[0].num_rows < len(examples)  # the two loners take the length batches
+    real = int(one.attention_mask.sum())
+    plain, _ = build_wm_batches(tokenizer, examples, 512, budget)
+    assert shared[0].num_tokens + sum(b.input_ids.numel() for b in batches[1:]) < min(
+        real, sum(b.input_ids.numel() for b in plain))  # fewer tokens than even the unpadded rows
+    assert sum(b.num_target_tokens for b in batches) == one.num_target_tokens
+    loss1, per1, m1, grads1 = run(one)
+    loss2, per2, m2, grads2 = run(batches)
+    torch.testing.assert_close(loss2, loss1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(per2, per1[order], rtol=1e-5, atol=1e-6)
+    assert m2 == pytest.approx(m1)
+    for a, b in zip(grads1, grads2, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+    assert all(g.abs().sum() > 0 for g in grads2)
+
+
+def test_shared_prefix_is_used_only_when_it_runs_fewer_tokens_and_forwards(tokenizer):
+    from lfo_cli.train.wm_loss import SharedPrefixBatch, build_wm_batches, plan_cost
+
+    def shared(batches):
+        return any(isinstance(b, SharedPrefixBatch) for b in batches)
+
+    grouped = _examples_in_groups()
+    batches, _ = build_wm_batches(tokenizer, grouped, 512, 4096, share_prefix=True)
+    plain, _ = build_wm_batches(tokenizer, grouped, 512, 4096)
+    assert shared(batches) and not shared(plain) and plan_cost(batches) < plan_cost(plain)
+    # two examples that share only their first ~20 tokens: one more forward costs more than that saves
+    pair = [(text.replace("call billing", "call billing " + word * 40), span) for word, (text, span) in
+            zip(("pin ", "zip code "), [wm_example()] * 2, strict=True)]
+    pair = [(t, (len(t) - len(WM_TARGET), len(t))) for t, _ in pair]
+    assert not shared(build_wm_batches(tokenizer, pair, 512, 4096, share_prefix=True, min_shared=4)[0])
+    assert shared(build_wm_batches(tokenizer, pair, 512, 4096, share_prefix=True, min_shared=4, forward_cost=0)[0])
+    assert not shared(build_wm_batches(tokenizer, grouped, 512, 4096, share_prefix=True, min_shared=10_000)[0])
+
+
+def test_trainer_loss_is_the_same_with_and_without_shared_prefixes(tokenizer, tmp_path):
+    """`wm.share_prefix` changes how the world-model loss is computed, not what: compute_loss and both
+    adapters' gradients agree (stacked, so the policy adapter gets world-model gradient too)."""
+    from lfo_cli.train.wm_loss import SharedPrefixBatch
+
+    grouped = _examples_in_groups()
+    results = []
+    for share in (True, False):
+        trainer = make_trainer(tokenizer, tmp_path / str(share), wm_coef=1.0, wm_coupling="stacked",
+                               wm_share_prefix=share, wm_grad_probe_every=0)
+        torch.manual_seed(1)
+        for name in (POLICY, WORLD_MODEL):
+            for p in adapter_params(trainer.model, name):
+                p.data.normal_(0, 0.05)
+        batches, _ = trainer._wm_batches(trainer.model, grouped)
+        assert any(isinstance(b, SharedPrefixBatch) for b in batches) == share
+        inputs = make_inputs(tokenizer)
+        inputs[WM_COLUMN] = [grouped[0:4], grouped[4:8], grouped[8:12], grouped[12:]]
+        trainer.model.train()
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for n in (POLICY, WORLD_MODEL)
+                                        for p in adapter_params(trainer.model, n)]))
+    (loss1, grads1), (loss2, grads2) = results
+    torch.testing.assert_close(loss1, loss2, rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads1, grads2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_shared_prefix_needs_a_plain_unwrapped_full_attention_model(tokenizer):
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from lfo_cli.train.wm_loss import build_wm_batches, can_share_prefix, world_model_forward
+
+    model = attach_dual_lora(tiny_model(tokenizer), LoraSettings(r=4, alpha=8, dropout=0.0))
+    assert can_share_prefix(model)
+    wrapper = torch.nn.Module()
+    wrapper.module = model  # like DistributedDataParallel
+    assert not can_share_prefix(wrapper)
+    sliding = MistralForCausalLM(MistralConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, sliding_window=16))
+    assert not can_share_prefix(sliding)
+    batches, _ = build_wm_batches(tokenizer, _examples_in_groups(), 512, 4096, share_prefix=True)
+    with pytest.raises(ValueError, match="unwrapped"):
+        world_model_forward(sliding, batches)
 
 
 @pytest.mark.parametrize("arch", ["qwen3", "llama", "fallback", "wrapped"])
