@@ -103,7 +103,17 @@ class EvalSection:
                   "summary tests final - start per episode (`val/vs_start/...`)."},
     )
 
+    fresh_tasks: int = field(
+        default=0,
+        metadata={"help": "Validate on this many newly drawn tasks of the training companies (new customers, like "
+                  "the val split; drawn from the world's seed, so every run of a world sees the same ones; "
+                  "difficulties balanced, then eval.difficulties and eval.num_tasks apply) instead of the val "
+                  "split, whose 20 tasks per difficulty cap how small an effect a run can resolve; 0 = the val split."},
+    )
+
     def __post_init__(self):
+        if self.fresh_tasks < 0:
+            raise LfoError(f"eval.fresh_tasks must be >= 0, got {self.fresh_tasks}")
         if self.every < 0 or self.num_tasks < 1 or self.save_trajectories_every < 0:
             raise LfoError("eval.every and eval.save_trajectories_every must be >= 0 and eval.num_tasks >= 1")
         if not 1 <= self.samples_per_task <= 64:

@@ -218,6 +218,26 @@ def training_tasks(world, data, seed: int) -> list:
     return tasks[: data.max_tasks] if data.max_tasks else tasks
 
 
+VAL_FRESH_SPLIT = "valfresh"
+
+
+def validation_pool(world, ev) -> list:
+    """The tasks validation draws from: the world's val split, or ``eval.fresh_tasks`` newly drawn ones on
+    the training companies (split ``valfresh``, seeded by the world's seed alone: the same for every run
+    and training seed on a world, and apart from the ``rl``/``sft`` draws), filtered by difficulty."""
+    from lfo_cli.env.world import fresh_training_tasks
+
+    pool = world.tasks["val"]
+    if ev.fresh_tasks:
+        pool = fresh_training_tasks(world, ev.fresh_tasks, seed=world.seed, split=VAL_FRESH_SPLIT)
+        world.register_tasks(pool)
+    pool = [t for t in pool if not ev.difficulties or t.difficulty in ev.difficulties]
+    if not pool:
+        source = f"{ev.fresh_tasks} fresh val tasks" if ev.fresh_tasks else "the val split"
+        raise LfoError(f"no validation tasks at difficulty {ev.difficulties} in {source}")
+    return pool
+
+
 def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> dict:
     import torch
     from datasets import Dataset
@@ -256,10 +276,8 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 
     dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty) for t in tasks])
-    val_pool = [t for t in world.tasks["val"] if not cfg.eval.difficulties or t.difficulty in cfg.eval.difficulties]
-    if not val_pool:
-        raise LfoError(f"no val tasks at difficulty {cfg.eval.difficulties}")
-    val_tasks = [t for t in stratified_tasks(val_pool, cfg.eval.num_tasks) for _ in range(cfg.eval.samples_per_task)]
+    val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval), cfg.eval.num_tasks)
+                 for _ in range(cfg.eval.samples_per_task)]
     callbacks = [
         RunLog(out_dir),
         Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,

@@ -251,3 +251,32 @@ def test_tasks_seen_follows_trl_generation_batches(batch, ga, spg, mu, procs, ex
                            num_iterations=mu, num_generations=8)
     seen = TasksSeen(args, procs)
     assert [seen(s) for s in (0, 1, 2, 10)] == expected
+
+
+def test_validation_pool_fresh_tasks_are_the_worlds_not_the_runs():
+    """eval.fresh_tasks: new tasks on training companies, the same for every run of a world, apart from the
+    val split and the RL/SFT draws; eval.difficulties filters them; 0 keeps the val split."""
+    from lfo_cli.env import generate_world
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.recipe_config import EvalSection
+    from lfo_cli.train.runner import validation_pool
+
+    def world(seed=3):
+        return generate_world(num_companies=14, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.3, seed=seed)
+
+    w = world()
+    assert validation_pool(w, EvalSection(difficulties=[2])) == [t for t in w.tasks["val"] if t.difficulty == 2]
+    pool = validation_pool(w, EvalSection(fresh_tasks=35, difficulties=[1]))
+    assert len(pool) == 7 and {t.difficulty for t in pool} == {1}  # 35 balanced over 5 difficulties
+    assert all(t.company_id in w.train_company_ids for t in pool)
+    assert all(w.task(t.task_id) == t for t in pool)  # registered: the environment resolves their ids
+    ids = {t.task_id for t in pool}
+    assert not ids & {t.task_id for split in w.tasks.values() for t in split}
+    again = validation_pool(world(), EvalSection(fresh_tasks=35, difficulties=[1]))  # another run, same world
+    assert [(t.task_id, t.goal, t.user_values) for t in again] == [(t.task_id, t.goal, t.user_values) for t in pool]
+    other = validation_pool(world(seed=4), EvalSection(fresh_tasks=35, difficulties=[1]))
+    assert [t.goal for t in other] != [t.goal for t in pool]
+    with pytest.raises(LfoError, match="eval.fresh_tasks"):
+        EvalSection(fresh_tasks=-1)
+    with pytest.raises(LfoError, match="no validation tasks"):
+        validation_pool(world(), EvalSection(fresh_tasks=3, difficulties=[5]))  # 3 draws: difficulties 1-3 only
