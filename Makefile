@@ -48,6 +48,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
 	$(BIN)/python benchmarks/wmil_throughput.py
+	$(BIN)/python benchmarks/lora_dropout.py
 	$(BIN)/python benchmarks/wm_overhead.py
 
 clean-venv:
