@@ -30,7 +30,7 @@ class LoraSettings:
     sparse_dropout: bool = field(
         default=True,
         metadata={"help": "On CPU, draw LoRA dropout masks as the gaps between dropped elements (the same "
-                  "Bernoulli masks as nn.Dropout, ~5x fewer random numbers at p 0.05): torch's CPU "
+                  "Bernoulli masks as nn.Dropout, one random number per 1/p elements): torch's CPU "
                   "bernoulli_ is serial, and on micro it cost more than the adapters' matmuls. "
                   "false = PEFT's nn.Dropout."},
     )

@@ -1,7 +1,7 @@
 """Dropout whose mask is drawn from the gaps between dropped elements: fewer random numbers on CPU.
 
 ``nn.Dropout`` draws one Bernoulli number per element. On CPU that draw is serial (torch's
-``bernoulli_`` runs one mt19937 stream): for a 600 x 192 activation it costs ~4x the 192 x 192 matmul
+``bernoulli_`` runs one mt19937 stream): for a 600 x 192 activation it costs ~3x the 192 x 192 matmul
 beside it, so on `micro` the LoRA adapters' dropouts took more time than their matmuls — 15% of the
 stacked world-model term, 6% of the policy loss (profiled, stop 23). With drop probability p the
 dropped positions are a Bernoulli process, whose gaps are i.i.d. Geometric(p): drawing the gaps takes

@@ -117,3 +117,26 @@ def test_attach_dual_lora_swaps_every_lora_dropout_and_changes_no_checkpoint_key
     assert all(type(m) is SparseDropout and m.p == 0.05 for m in fast_drops)
     assert all(type(m) is torch.nn.Dropout for m in plain_drops)
     assert list(fast.state_dict()) == list(plain.state_dict())
+
+
+def test_a_stacked_world_model_step_runs_through_sparse_dropout_and_trains_both_adapters(monkeypatch):
+    from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active, adapter_params
+    from lfo_cli.train.wm_loss import build_batch, world_model_forward
+
+    monkeypatch.setattr(dropout_mod, "MIN_ELEMENTS", 1)  # the tiny model's activations take the sparse path
+    calls = []
+    real = dropout_mod.sparse_dropout
+    monkeypatch.setattr(dropout_mod, "sparse_dropout", lambda x, p: calls.append(p) or real(x, p))
+    tok = tiny_tokenizer()
+    model = attach_dual_lora(tiny_model(tok), LoraSettings(r=4, alpha=8, dropout=0.05))
+    model.train()
+    text = "<|state|>call billing<|/state|><|predict_csr|>" + "<|csr|>account number please<|/csr|>"
+    start = text.index("<|csr|>")
+    batch = build_batch(tok, [(text, (start, len(text)))] * 3, max_length=64)
+    with active(model, [POLICY, WORLD_MODEL]):
+        loss, _, _ = world_model_forward(model, batch)
+    loss.backward()
+    assert calls and set(calls) == {0.05}
+    for name in (POLICY, WORLD_MODEL):
+        grads = [p.grad for p in adapter_params(model, name) if p.grad is not None]
+        assert grads and any(float(g.abs().sum()) > 0 for g in grads)
