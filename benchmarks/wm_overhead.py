@@ -210,37 +210,34 @@ def main() -> None:
     # bootstrap 95% interval (scipy.stats.bootstrap via lfo's stats), and so does the ratio from it.
     from lfo_cli.eval.stats import bootstrap_mean_ci
 
-    def mean(xs) -> float:
-        return sum(xs) / len(xs)
-
-    base_gen = mean([pb["generation"] for pb in per_batch])
-    base_t = mean([statistics.median(pb["samples"]["baseline"]) for pb in per_batch])
-    examples_seconds = mean([pb["examples"] for pb in per_batch])
-    masks_seconds = mean([pb["masks"] for pb in per_batch])
+    base_gen = statistics.fmean([pb["generation"] for pb in per_batch])
+    base_t = statistics.fmean([statistics.median(pb["samples"]["baseline"]) for pb in per_batch])
+    examples_seconds = statistics.fmean([pb["examples"] for pb in per_batch])
+    masks_seconds = statistics.fmean([pb["masks"] for pb in per_batch])
     gen_extra = {"baseline": 0.0, "shared": masks_seconds}
     conditions_out = {}
     for name in trainers:
-        diffs = [x - y for pb in per_batch for x, y in zip(pb["samples"][name], pb["samples"]["baseline"], strict=True)]
-        diff = mean([statistics.median([x - y for x, y in zip(pb["samples"][name], pb["samples"]["baseline"],
-                                                                strict=True)]) for pb in per_batch])
+        paired = [[x - y for x, y in zip(pb["samples"][name], pb["samples"]["baseline"], strict=True)] for pb in per_batch]
+        diff = statistics.fmean([statistics.median(d) for d in paired])
+        diffs = [d for batch_diffs in paired for d in batch_diffs]
         extra = gen_extra.get(name, examples_seconds)
 
         def ratio(d: float, extra: float = extra) -> float:
             return round((base_gen + extra + base_t + d) / (base_gen + base_t), 3)
 
-        row = {"train_seconds": round(mean([statistics.median(pb["samples"][name]) for pb in per_batch]), 4),
+        row = {"train_seconds": round(statistics.fmean([statistics.median(pb["samples"][name]) for pb in per_batch]), 4),
                "paired_train_diff": round(diff, 4), "generation_extra": round(extra, 4), "step_ratio": ratio(diff)}
         if name != "baseline":
             m = bootstrap_mean_ci(diffs, seed=a.seed)
             row.update(paired_train_diff_mean=round(m.value, 4), step_ratio_mean=ratio(m.value),
                        step_ratio_ci=[ratio(m.low), ratio(m.high)])
         if name in alone_names:  # the same ratio from the world-model term timed on its own
-            term = mean([pb["alone"][name] for pb in per_batch])
+            term = statistics.fmean([pb["alone"][name] for pb in per_batch])
             row["wm_term_alone"] = round(term, 4)
             row["step_ratio_from_term"] = ratio(term)
         conditions_out[name] = row
-    phone_calls = mean([pb["phone_calls"] for pb in per_batch])
-    wm_tokens = {key: round(mean([pb["wm_tokens"][key] for pb in per_batch])) for key in ("shared_prefix", "unshared")}
+    phone_calls = statistics.fmean([pb["phone_calls"] for pb in per_batch])
+    wm_tokens = {key: round(statistics.fmean([pb["wm_tokens"][key] for pb in per_batch])) for key in ("shared_prefix", "unshared")}
     result = {
         "model": base, "prompts": a.prompts, "generations": a.generations, "batches": a.batches,
         "phone_calls_per_batch": [pb["phone_calls"] for pb in per_batch],

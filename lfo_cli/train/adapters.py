@@ -72,8 +72,8 @@ def attach_dual_lora(model, lora: LoraSettings, with_world_model: bool = True):
     return peft_model
 
 
-def use_sparse_dropout(model) -> int:
-    """Replace every LoRA layer's ``nn.Dropout`` with :class:`SparseDropout` (same p); returns how many.
+def use_sparse_dropout(model) -> None:
+    """Replace every LoRA layer's ``nn.Dropout`` with :class:`SparseDropout` (same p).
 
     PEFT keeps one dropout module per adapter in each LoRA layer's ``lora_dropout`` ModuleDict; the
     replacement is an ``nn.Dropout`` subclass, holds no parameters and so changes no checkpoint.
@@ -82,7 +82,6 @@ def use_sparse_dropout(model) -> int:
 
     from lfo_cli.train.dropout import SparseDropout
 
-    count = 0
     for module in model.modules():
         dropouts = getattr(module, "lora_dropout", None)
         if not isinstance(dropouts, torch.nn.ModuleDict):
@@ -91,8 +90,6 @@ def use_sparse_dropout(model) -> int:
             if type(dropout) is torch.nn.Dropout and dropout.p > 0:
                 dropouts[name] = SparseDropout(dropout.p)
                 dropouts[name].train(dropout.training)
-                count += 1
-    return count
 
 
 def adapter_names(model) -> list[str]:
