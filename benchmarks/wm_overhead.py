@@ -16,7 +16,9 @@ transition log, `shared` finds the reply tokens in each completion. A second est
 world-model term on its own (tokenise, batch, forward, backward; 2x as many repeats): it has less
 noise than a difference of two ~5 s timings. Like ``lfo train``, the process keeps freed memory
 (``lfo_cli.perf.tune_malloc``; ``--no-malloc-tuning`` to compare). The "unshared" arms run every example's full tokens
-(`wm.share_prefix=false`), to show what running a group's common start once saves.
+(`wm.share_prefix=false`), to show what running a group's common start once saves; the token counts
+also give the floor that no prefix-sharing plan can go below (every distinct start once, no padding:
+``lfo_cli.train.wm_loss.shared_token_floor``).
 
     python benchmarks/wm_overhead.py                # micro, the recipe's batch (4 prompts x 8 generations)
     python benchmarks/wm_overhead.py --batches 5 --repeats 3 --json
@@ -78,6 +80,7 @@ def main() -> None:
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
     from lfo_cli.train.runner import training_tasks
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
+    from lfo_cli.train.wm_loss import shared_token_floor
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)
@@ -196,9 +199,10 @@ def main() -> None:
             "generation": gen_seconds - examples_seconds, "examples": examples_seconds, "masks": masks_seconds,
             "samples": samples, "alone": alone, "phone_calls": len(examples),
             "reply_tokens": int(masks.sum()),
-            "wm_tokens": {key: sum(getattr(x, "num_tokens", None) or x.input_ids.numel()
-                                   for x in trainers[name]._wm_batches(model, examples)[0])
-                          for key, name in (("shared_prefix", "separate"), ("unshared", "separate unshared"))},
+            "wm_tokens": {**{key: sum(getattr(x, "num_tokens", None) or x.input_ids.numel()
+                                      for x in trainers[name]._wm_batches(model, examples)[0])
+                             for key, name in (("shared_prefix", "separate"), ("unshared", "separate unshared"))},
+                          "floor": shared_token_floor(tok, examples, cfg.wm.max_length)},
         })
         progress(f"batch {b + 1}/{a.batches}: generation {gen_seconds:.2f} s, {len(examples)} phone calls, "
                  + ", ".join(f"{n} {statistics.median(xs):.3f} s" for n, xs in samples.items()))
@@ -237,7 +241,8 @@ def main() -> None:
             row["step_ratio_from_term"] = ratio(term)
         conditions_out[name] = row
     phone_calls = statistics.fmean([pb["phone_calls"] for pb in per_batch])
-    wm_tokens = {key: round(statistics.fmean([pb["wm_tokens"][key] for pb in per_batch])) for key in ("shared_prefix", "unshared")}
+    wm_tokens = {key: round(statistics.fmean([pb["wm_tokens"][key] for pb in per_batch]))
+                 for key in ("shared_prefix", "unshared", "floor")}
     result = {
         "model": base, "prompts": a.prompts, "generations": a.generations, "batches": a.batches,
         "phone_calls_per_batch": [pb["phone_calls"] for pb in per_batch],
@@ -258,7 +263,8 @@ def main() -> None:
     table = Table(title=f"world-model overhead per step ({a.prompts} x {a.generations}, mean over {a.batches} batches: "
                         f"{phone_calls:.0f} phone calls, generation {base_gen:.2f} s, baseline loss+backward "
                         f"{base_t:.2f} s; world-model tokens "
-                        f"{wm_tokens['shared_prefix']} with shared prefixes, {wm_tokens['unshared']} without)")
+                        f"{wm_tokens['shared_prefix']} with shared prefixes, {wm_tokens['unshared']} without, "
+                        f"{wm_tokens['floor']} if every shared start ran once unpadded)")
     for col in ("condition", "loss+backward s", "paired diff s", "generation extra s", "step ratio",
                 "step ratio (mean diff) [95% CI]", "wm term alone s", "step ratio (term alone)", "goal"):
         table.add_column(col)

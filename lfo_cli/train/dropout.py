@@ -48,9 +48,33 @@ def dropped_positions(n: int, p: float, generator: torch.Generator | None = None
 
 def sparse_dropout(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """``F.dropout(x, p, training=True)`` in distribution: drop with probability p, scale the rest by 1/(1-p)."""
-    mask = torch.full((x.numel(),), 1.0 / (1.0 - p), dtype=x.dtype, device=x.device)
-    mask.index_fill_(0, dropped_positions(x.numel(), p, generator).to(x.device), 0.0)
-    return x * mask.view(x.shape)
+    return _DropAt.apply(x, dropped_positions(x.numel(), p, generator).to(x.device), 1.0 / (1.0 - p))
+
+
+class _DropAt(torch.autograd.Function):
+    """``x * scale`` with the elements at flat ``positions`` (row-major) zeroed; the gradient likewise.
+
+    No mask tensor: forward and backward are one scaled copy plus a sparse write each, and only the
+    positions (~p x numel indices) are kept for the backward, where a mask would cost a full-size
+    tensor written, kept until the backward and read twice.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, positions: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.save_for_backward(positions)
+        ctx.scale = scale
+        return _scaled_with_zeros(x, positions, scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (positions,) = ctx.saved_tensors
+        return _scaled_with_zeros(grad, positions, ctx.scale), None, None
+
+
+def _scaled_with_zeros(x: torch.Tensor, positions: torch.Tensor, scale: float) -> torch.Tensor:
+    out = torch.mul(x, scale).contiguous()  # a new tensor in row-major order, so positions index it as flat
+    out.view(-1).index_fill_(0, positions, 0.0)
+    return out
 
 
 class SparseDropout(torch.nn.Dropout):

@@ -141,6 +141,17 @@ def build_wm_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]],
     return min((batches, order), plain, key=lambda plan: plan_cost(plan[0], forward_cost))
 
 
+def shared_token_floor(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]], max_length: int) -> int:
+    """Tokens the decoder must run if every shared start ran once and nothing were padded: the distinct
+    prefixes of the examples' contexts (a trie's nodes) plus each example's own tokens from the one that
+    predicts its first reply token on. A lower bound for any prefix-sharing plan (what
+    :func:`build_wm_batches` runs is this plus padding plus the starts it does not share)."""
+    rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
+    contexts = sorted(ids[: max(_target_start(labels) - 1, 0)] for ids, labels in rows)
+    nodes = sum(len(c) - len(os.path.commonprefix([c, prev])) for prev, c in zip([[], *contexts], contexts, strict=False))
+    return nodes + sum(len(ids) - max(_target_start(labels) - 1, 0) for ids, labels in rows)
+
+
 def plan_cost(batches: Sequence[WMBatch | SharedPrefixBatch], forward_cost: int = FORWARD_COST_TOKENS) -> int:
     """Padded tokens the decoder runs plus ``forward_cost`` per forward (what the batch builders minimise)."""
     tokens = sum(b.num_tokens if isinstance(b, SharedPrefixBatch) else b.input_ids.numel() for b in batches)
@@ -285,8 +296,9 @@ def _target_loss(target_logits: torch.Tensor, shift_labels: torch.Tensor, mask: 
     rows = mask.nonzero()[:, 0]
     count = mask.sum(-1)
     per_example = torch.zeros(mask.size(0), dtype=ce.dtype, device=ce.device).index_add(0, rows, ce)
-    with torch.no_grad():
-        correct = torch.zeros_like(count).index_add(0, rows, (target_logits.argmax(-1) == targets).long())
+    with torch.no_grad():  # a target is right when no logit beats it (amax: ~10x cheaper than argmax on CPU)
+        hit = target_logits.gather(1, targets[:, None]).squeeze(1) >= target_logits.amax(-1)
+        correct = torch.zeros_like(count).index_add(0, rows, hit.long())
     return per_example / count.clamp(min=1), correct, count
 
 
@@ -324,7 +336,7 @@ def _forward(model, batch: WMBatch):
     # Calling the decoder directly would bypass a wrapper's forward (DDP's gradient bookkeeping), so a
     # wrapped model goes through its own forward with `logits_to_keep`.
     if model is inner and _plain_head(base):
-        hidden = base.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+        hidden = base.get_decoder()(input_ids=batch.input_ids, attention_mask=causal_only(batch.attention_mask),
                                     use_cache=False).last_hidden_state
         mask = batch.labels[:, 1:] != IGNORE_INDEX
         return _target_loss(base.get_output_embeddings()(hidden[:, :-1][mask]), batch.labels[:, 1:], mask)
@@ -343,7 +355,8 @@ def _forward_shared(model, batch: SharedPrefixBatch):
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder, head = base.get_decoder(), base.get_output_embeddings()
-    caches = [decoder(input_ids=ids, attention_mask=mask, use_cache=True).past_key_values for ids, mask in batch.prefixes]
+    caches = [decoder(input_ids=ids, attention_mask=causal_only(mask), use_cache=True).past_key_values
+              for ids, mask in batch.prefixes]
     width = max(ids.size(1) for ids, _ in batch.prefixes)
 
     def stacked(kind: str, layer: int) -> torch.Tensor:  # (U, heads, width, dim): every prefix, right-padded
@@ -355,13 +368,29 @@ def _forward_shared(model, batch: SharedPrefixBatch):
     prefix_mask = torch.cat([F.pad(mask, (0, width - mask.size(1))) for _, mask in batch.prefixes])
     parts = []
     for suffix, unit in zip(batch.suffixes, batch.units, strict=True):
-        past = DynamicCache(ddp_cache_data=[(k[unit], v[unit]) for k, v in zip(keys, values, strict=True)])
+        # Prefixes are right-padded: the rows' own longest prefix is all this batch attends to (not
+        # the widest prefix of the whole plan), which cuts both attention and the gathered cache.
+        w = int(batch.prefix_lengths[unit].max())
+        past = DynamicCache(ddp_cache_data=[(k[unit, :, :w], v[unit, :, :w]) for k, v in zip(keys, values, strict=True)])
         positions = batch.prefix_lengths[unit, None] + torch.arange(suffix.input_ids.size(1), device=unit.device)
-        hidden = decoder(input_ids=suffix.input_ids, attention_mask=torch.cat([prefix_mask[unit], suffix.attention_mask], 1),
+        hidden = decoder(input_ids=suffix.input_ids, attention_mask=causal_only(torch.cat([prefix_mask[unit, :w], suffix.attention_mask], 1)),
                          position_ids=positions, past_key_values=past, use_cache=True).last_hidden_state
         mask = suffix.labels[:, 1:] != IGNORE_INDEX
         parts.append(_target_loss(head(hidden[:, :-1][mask]), suffix.labels[:, 1:], mask))
     return tuple(torch.cat(xs) for xs in zip(*parts, strict=True))
+
+
+def causal_only(attention_mask: torch.Tensor) -> torch.Tensor | None:
+    """None when every row is real tokens followed only by padding (right-padded), else the mask itself.
+
+    With right padding a causal model's outputs at real positions cannot depend on the padding (every
+    key a real query sees is at or before it), and the world-model loss reads real positions only
+    (a prefix's padded keys are masked when its suffixes attend to them). Without a mask, SDPA runs its
+    causal path, which skips the blocks above the diagonal and builds no (N, 1, L, L) mask.
+    """
+    if attention_mask.size(1) < 2 or bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all()):
+        return None
+    return attention_mask
 
 
 def _plain_head(base) -> bool:

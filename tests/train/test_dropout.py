@@ -140,3 +140,15 @@ def test_a_stacked_world_model_step_runs_through_sparse_dropout_and_trains_both_
     for name in (POLICY, WORLD_MODEL):
         grads = [p.grad for p in adapter_params(model, name) if p.grad is not None]
         assert grads and any(float(g.abs().sum()) > 0 for g in grads)
+
+
+def test_sparse_dropout_of_a_transposed_input_drops_the_same_elements_in_forward_and_backward():
+    x = torch.randn(192, 400).t().requires_grad_()  # non-contiguous, as a LoRA input can be
+    torch.manual_seed(1)
+    y = sparse_dropout(x, 0.05)
+    kept = y != 0
+    assert y.shape == x.shape and 0.03 < 1 - float(kept.float().mean()) < 0.07
+    assert torch.allclose(y[kept], x[kept] / 0.95)
+    g = torch.randn_like(y)
+    y.backward(g)
+    assert torch.allclose(x.grad, g * kept / 0.95)

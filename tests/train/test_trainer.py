@@ -544,3 +544,48 @@ def test_world_model_head_on_targets_only_matches_full_logits(tokenizer, arch, m
     assert metrics["wm/target_tokens"] == float(ref_count.sum())
     for a, b in zip(grads, [p.grad for p in adapter_params(model, WORLD_MODEL)], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_attention_mask_is_dropped_only_where_padding_is_all_on_the_right():
+    from lfo_cli.train.wm_loss import causal_only
+
+    right = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]])
+    assert causal_only(right) is None and causal_only(torch.ones(3, 1, dtype=torch.long)) is None
+    for kept in (torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]),  # left padding
+                 torch.tensor([[1, 1, 0, 1]])):  # a hole: a shorter prefix's padding before the suffix
+        assert causal_only(kept) is kept
+
+
+def test_token_accuracy_counts_the_targets_that_are_the_top_logit():
+    from lfo_cli.train.wm_loss import IGNORE_INDEX, _target_loss
+
+    torch.manual_seed(0)
+    labels = torch.randint(0, 50, (3, 9))
+    labels[0, :4] = IGNORE_INDEX
+    mask = labels != IGNORE_INDEX
+    logits = torch.randn(int(mask.sum()), 50)
+    logits[::2, :] = logits[::2, :].scatter(1, labels[mask][::2, None], 10.0)  # every other target on top
+    _, correct, count = _target_loss(logits, labels, mask)
+    hits = (logits.argmax(-1) == labels[mask]).long()
+    assert correct.tolist() == [int(h.sum()) for h in hits.split(mask.sum(-1).tolist())]
+    assert count.tolist() == mask.sum(-1).tolist() and int(correct.sum()) >= len(logits[::2])
+
+
+def test_shared_token_floor_counts_each_distinct_context_prefix_once_and_every_tail(tokenizer):
+    from lfo_cli.train.wm_loss import (
+        IGNORE_INDEX,
+        build_wm_batches,
+        plan_cost,
+        shared_token_floor,
+        tokenize_example,
+    )
+
+    examples = _examples_in_groups()
+    rows = [tokenize_example(tokenizer, text, span, 512) for text, span in examples]
+    starts = [next(k for k, lab in enumerate(labels) if lab != IGNORE_INDEX) - 1 for _, labels in rows]
+    prefixes = {tuple(ids[:k]) for (ids, _), s in zip(rows, starts, strict=True) for k in range(1, s + 1)}
+    tails = sum(len(ids) - s for (ids, _), s in zip(rows, starts, strict=True))
+    floor = shared_token_floor(tokenizer, examples, 512)
+    assert floor == len(prefixes) + tails < sum(len(ids) for ids, _ in rows)
+    assert floor == shared_token_floor(tokenizer, examples[::-1], 512)  # order does not matter
+    assert floor <= plan_cost(build_wm_batches(tokenizer, examples, 512, 4096, share_prefix=True)[0], forward_cost=0)
