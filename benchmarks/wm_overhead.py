@@ -194,7 +194,9 @@ def main() -> None:
             random.Random(1000 * b + round_).shuffle(names)
             for name in names:
                 samples[name].append(timed(lambda t=trainers[name], batch=batch: loss_and_backward(t, batch), 1)[0])
-        alone = {name: timed(lambda t=trainers[name], ex=examples: wm_term(t, ex), 2 * a.repeats)[0] for name in alone_names}
+        # A batch without phone calls has no world-model term (the trainer adds nothing): it costs 0.
+        alone = {name: timed(lambda t=trainers[name], ex=examples: wm_term(t, ex), 2 * a.repeats)[0] if examples else 0.0
+                 for name in alone_names}
         per_batch.append({
             "generation": gen_seconds - examples_seconds, "examples": examples_seconds, "masks": masks_seconds,
             "samples": samples, "alone": alone, "phone_calls": len(examples),

@@ -69,6 +69,8 @@ def build_length_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int
     row, batch after batch.
     """
     rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
+    if not rows:  # no phone calls in the batch: nothing to run
+        return [], []
     if batch_tokens <= 0:
         return [_pad(rows, tokenizer)], list(range(len(rows)))
     return _length_batches(rows, tokenizer, batch_tokens, forward_cost)
@@ -124,6 +126,8 @@ def build_wm_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]],
     of each output row (shared rows first, batch after batch).
     """
     rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
+    if not rows:  # no phone calls in the batch: nothing to run
+        return [], []
     if batch_tokens <= 0:
         return [_pad(rows, tokenizer)], list(range(len(rows)))
     plain = _length_batches(rows, tokenizer, batch_tokens, forward_cost)

@@ -589,3 +589,8 @@ def test_shared_token_floor_counts_each_distinct_context_prefix_once_and_every_t
     assert floor == len(prefixes) + tails < sum(len(ids) for ids, _ in rows)
     assert floor == shared_token_floor(tokenizer, examples[::-1], 512)  # order does not matter
     assert floor <= plan_cost(build_wm_batches(tokenizer, examples, 512, 4096, share_prefix=True)[0], forward_cost=0)
+    # A batch without phone calls: no forwards to plan and nothing to run.
+    assert shared_token_floor(tokenizer, [], 512) == 0
+    for batch_tokens in (0, 4096):
+        for share in (False, True):
+            assert build_wm_batches(tokenizer, [], 512, batch_tokens, share_prefix=share) == ([], [])
