@@ -80,7 +80,7 @@ def main() -> None:
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
     from lfo_cli.train.runner import training_tasks
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
-    from lfo_cli.train.wm_loss import shared_token_floor
+    from lfo_cli.train.wm_loss import plan_cost, shared_token_floor
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)
@@ -201,9 +201,8 @@ def main() -> None:
             "generation": gen_seconds - examples_seconds, "examples": examples_seconds, "masks": masks_seconds,
             "samples": samples, "alone": alone, "phone_calls": len(examples),
             "reply_tokens": int(masks.sum()),
-            "wm_tokens": {**{key: sum(getattr(x, "num_tokens", None) or x.input_ids.numel()
-                                      for x in trainers[name]._wm_batches(model, examples)[0])
-                             for key, name in (("shared_prefix", "separate"), ("unshared", "separate unshared"))},
+            "wm_tokens": {"shared_prefix": plan_cost(trainers["separate"]._wm_batches(model, examples)[0], 0),
+                          "unshared": plan_cost(trainers["separate unshared"]._wm_batches(model, examples)[0], 0),
                           "floor": shared_token_floor(tok, examples, cfg.wm.max_length)},
         })
         progress(f"batch {b + 1}/{a.batches}: generation {gen_seconds:.2f} s, {len(examples)} phone calls, "

@@ -69,11 +69,7 @@ def build_length_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int
     row, batch after batch.
     """
     rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
-    if not rows:  # no phone calls in the batch: nothing to run
-        return [], []
-    if batch_tokens <= 0:
-        return [_pad(rows, tokenizer)], list(range(len(rows)))
-    return _length_batches(rows, tokenizer, batch_tokens, forward_cost)
+    return _plain_plan(rows, tokenizer, batch_tokens, forward_cost)
 
 
 @dataclass
@@ -126,12 +122,8 @@ def build_wm_batches(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]],
     of each output row (shared rows first, batch after batch).
     """
     rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
-    if not rows:  # no phone calls in the batch: nothing to run
-        return [], []
-    if batch_tokens <= 0:
-        return [_pad(rows, tokenizer)], list(range(len(rows)))
-    plain = _length_batches(rows, tokenizer, batch_tokens, forward_cost)
-    runs = _shared_runs(rows, min_shared) if share_prefix else []
+    plain = _plain_plan(rows, tokenizer, batch_tokens, forward_cost)
+    runs = _shared_runs(rows, min_shared) if share_prefix and batch_tokens > 0 else []
     if not runs:
         return plain
     shared_ids = {i for run, _ in runs for i in run}
@@ -151,9 +143,10 @@ def shared_token_floor(tokenizer, examples: Sequence[tuple[str, tuple[int, int]]
     predicts its first reply token on. A lower bound for any prefix-sharing plan (what
     :func:`build_wm_batches` runs is this plus padding plus the starts it does not share)."""
     rows = [tokenize_example(tokenizer, text, span, max_length) for text, span in examples]
-    contexts = sorted(ids[: max(_target_start(labels) - 1, 0)] for ids, labels in rows)
+    cuts = [max(_target_start(labels) - 1, 0) for _, labels in rows]  # where each example's context ends
+    contexts = sorted(ids[:cut] for (ids, _), cut in zip(rows, cuts, strict=True))
     nodes = sum(len(c) - len(os.path.commonprefix([c, prev])) for prev, c in zip([[], *contexts], contexts, strict=False))
-    return nodes + sum(len(ids) - max(_target_start(labels) - 1, 0) for ids, labels in rows)
+    return nodes + sum(len(ids) - cut for (ids, _), cut in zip(rows, cuts, strict=True))
 
 
 def plan_cost(batches: Sequence[WMBatch | SharedPrefixBatch], forward_cost: int = FORWARD_COST_TOKENS) -> int:
@@ -223,6 +216,17 @@ def _length_groups(lengths: list[int], batch_tokens: int, forward_cost: int = FO
         groups.append(order[start[j] : j])
         j = start[j]
     return groups[::-1]
+
+
+def _plain_plan(rows: list[tuple[list[int], list[int]]], tokenizer, batch_tokens: int,
+                forward_cost: int) -> tuple[list[WMBatch], list[int]]:
+    """Length batches of tokenised rows; ``batch_tokens <= 0``: one batch; no rows (a batch without phone
+    calls): no batches."""
+    if not rows:
+        return [], []
+    if batch_tokens <= 0:
+        return [_pad(rows, tokenizer)], list(range(len(rows)))
+    return _length_batches(rows, tokenizer, batch_tokens, forward_cost)
 
 
 def _length_batches(rows: list[tuple[list[int], list[int]]], tokenizer, batch_tokens: int,
