@@ -14,7 +14,14 @@ over rounds of the paired difference to the baseline in the same round. What a c
 generation is timed too: `separate`/`stacked` build world-model examples from each rollout's
 transition log, `shared` finds the reply tokens in each completion. A second estimate times the
 world-model term on its own (tokenise, batch, forward, backward; 2x as many repeats): it has less
-noise than a difference of two ~5 s timings. Like ``lfo train``, the process keeps freed memory
+noise than a difference of two ~5 s timings.
+
+A step trains the way TRL trains one generation: the batch is shuffled and split into micro-batches of
+``--micro-batch`` rows (default: the recipe's ``per_device_train_batch_size``; TRL's own
+``shuffle_sequence_dict`` and ``split_tensor_dict``), and every condition runs compute_loss + backward
+on each micro-batch in turn, gradients accumulated, the same split for all. The world-model term of a
+micro-batch sees only its rows' phone calls, so a recipe with gradient accumulation (`dual_lora`:
+16 rows x 4) shares fewer prefixes than one forward over the whole batch would. Like ``lfo train``, the process keeps freed memory
 (``lfo_cli.perf.tune_malloc``; ``--no-malloc-tuning`` to compare). The "unshared" arms run every example's full tokens
 (`wm.share_prefix=false`), to show what running a group's common start once saves; the token counts
 also give the floor that no prefix-sharing plan can go below (every distinct start once, no padding:
@@ -24,6 +31,8 @@ also give the floor that no prefix-sharing plan can go below (every distinct sta
     python benchmarks/wm_overhead.py --batches 5 --repeats 3 --json
     python benchmarks/wm_overhead.py --set lora.sparse_dropout=false    # PEFT's nn.Dropout
     python benchmarks/wm_overhead.py --recipe dual_lora --prompts 8 --generations 8 --batches 1   # GPU: SmolLM2, bf16
+    python benchmarks/wm_overhead.py --recipe dual_lora --set trainer.bf16=false --set trainer.use_cpu=true \
+        --set model.dtype=float32 --prompts 2 --generations 4 --micro-batch 2 --conditions baseline,separate,stacked,shared
 
 On a CUDA machine the loss runs under the recipe's mixed precision (accelerate's autocast) and the
 device is synchronised around every timer.
@@ -42,6 +51,12 @@ import sys
 import time
 from pathlib import Path
 
+# name -> (coupling, lambda, share prefixes): the "unshared" arms run every example's full tokens
+# (wm.share_prefix=false), to show what running a group's common start once saves.
+CONDITIONS = {"baseline": ("separate", 0.0, True), "separate": ("separate", 0.5, True),
+              "stacked": ("stacked", 0.5, True), "shared": ("shared", 0.5, True),
+              "separate unshared": ("separate", 0.5, False), "stacked unshared": ("stacked", 0.5, False)}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,6 +67,11 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3,
                         help="rollout batches generated (each timed), every condition trained on each")
     parser.add_argument("--repeats", type=int, default=3, help="timed loss+backward rounds per batch (all conditions)")
+    parser.add_argument("--micro-batch", type=int, default=None,
+                        help="rows per compute_loss + backward, gradients accumulated over the batch as TRL does "
+                             "(default: the recipe's per_device_train_batch_size, at most the batch)")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS),
+                        help=f"comma-separated subset of {', '.join(CONDITIONS)} (baseline always runs)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], help="recipe override, e.g. model.warmstart=null")
@@ -61,6 +81,9 @@ def main() -> None:
     a = parser.parse_args()
     if a.batches < 1 or a.repeats < 1:
         parser.error("--batches and --repeats must be >= 1")
+    chosen = {"baseline", *(c.strip() for c in a.conditions.split(",") if c.strip())}
+    if chosen - set(CONDITIONS):
+        parser.error(f"unknown --conditions {sorted(chosen - set(CONDITIONS))}; choose from {', '.join(CONDITIONS)}")
 
     from lfo_cli.perf import tune_malloc
 
@@ -71,6 +94,7 @@ def main() -> None:
     import torch
     from datasets import Dataset
     from transformers import set_seed
+    from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
 
     from lfo_cli.env import load_world, make_env_factory
     from lfo_cli.models.prompts import dataset_row
@@ -79,8 +103,8 @@ def main() -> None:
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
     from lfo_cli.train.runner import training_tasks
-    from lfo_cli.train.trainer import DualLoRAGRPOTrainer
-    from lfo_cli.train.wm_loss import plan_cost, shared_token_floor
+    from lfo_cli.train.trainer import REPLY_MASK, REPLY_TOTAL, WM_COLUMN, DualLoRAGRPOTrainer
+    from lfo_cli.train.wm_loss import build_wm_batches, can_share_prefix, plan_cost, shared_token_floor
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)
@@ -98,6 +122,11 @@ def main() -> None:
     resolved = cfg.grpo_args("/tmp/lfo-wm-overhead", validate_only=True)  # the recipe's batch, TRL's defaults
     a.generations = a.generations or resolved.num_generations
     a.prompts = a.prompts or max(resolved.per_device_train_batch_size // resolved.num_generations, 1)
+    total = a.prompts * a.generations
+    a.micro_batch = a.micro_batch or min(resolved.per_device_train_batch_size, total)
+    if a.micro_batch < 1 or total % a.micro_batch:
+        parser.error(f"--micro-batch must divide the batch ({a.prompts} x {a.generations} = {total} rows), got {a.micro_batch}")
+    steps = total // a.micro_batch  # micro-batches per step: TRL's steps_per_generation (= gradient accumulation)
     world = load_world(a.data_dir)
     base = str(ensure_warmstart(cfg.model.warmstart, data_dir=a.data_dir)) if cfg.model.warmstart else cfg.model.name
     model, tok = load_model(base, dtype=cfg.model.dtype)
@@ -110,13 +139,14 @@ def main() -> None:
         cfg2 = copy.deepcopy(cfg)
         cfg2.wm.coef, cfg2.wm.coupling, cfg2.wm.grad_probe_every = coef, coupling, 0
         cfg2.wm.share_prefix = share_prefix
-        cfg2.trainer.update(per_device_train_batch_size=a.prompts * a.generations, num_generations=a.generations,
-                            gradient_accumulation_steps=1, max_steps=1)
+        cfg2.trainer.update(per_device_train_batch_size=a.micro_batch, num_generations=a.generations,
+                            gradient_accumulation_steps=steps, max_steps=1)
+        cfg2.trainer.pop("steps_per_generation", None)  # one generation per step, as TRL's default
         trainer = DualLoRAGRPOTrainer(
             model=model, args=cfg2.grpo_args(str(out)), train_dataset=data, processing_class=tok,
             environment_factory=make_env_factory(world, seed=a.seed),
         )
-        trainer.current_gradient_accumulation_steps = 1
+        trainer.current_gradient_accumulation_steps = steps
         return trainer
 
     def timed(fn, repeats: int) -> tuple[float, object]:
@@ -131,11 +161,7 @@ def main() -> None:
 
     gen_trainer = trainer_for("separate", 0.5)  # a dual trainer: its batches carry the world-model examples
     shared_trainer = trainer_for("shared", 0.5)
-    # (name, coupling, lambda, share prefixes): the "unshared" arms run every example's full tokens
-    # (wm.share_prefix=false), to show what running a group's common start once saves.
-    conditions = [("baseline", "separate", 0.0, True), ("separate", "separate", 0.5, True),
-                  ("stacked", "stacked", 0.5, True), ("shared", "shared", 0.5, True),
-                  ("separate unshared", "separate", 0.5, False), ("stacked unshared", "stacked", 0.5, False)]
+    conditions = [(name, *CONDITIONS[name]) for name in CONDITIONS if name in chosen]
     trainers = {name: shared_trainer if coupling == "shared" else trainer_for(coupling, coef, share)
                 for name, coupling, coef, share in conditions}
     alone_names = [name for name, _, coef, _ in conditions if coef > 0 and name != "shared"]
@@ -150,27 +176,36 @@ def main() -> None:
         sync()
         return time.perf_counter() - t0, batch
 
-    def loss_and_backward(trainer, batch) -> None:
+    def micro_batches(batch: dict) -> list[dict]:  # what TRL's _prepare_inputs does with one generation
+        with torch.random.fork_rng(devices=[]):  # TRL shuffles with the global RNG; leave generation's alone
+            torch.manual_seed(a.seed)
+            return split_tensor_dict(shuffle_sequence_dict(batch), steps)
+
+    def loss_and_backward(trainer, chunks) -> None:  # one optimizer step's compute_loss + backward
         trainer.model.train()
-        with trainer.accelerator.autocast():
-            loss = trainer.compute_loss(trainer.model, dict(batch))
-        loss.backward()
+        for chunk in chunks:
+            with trainer.accelerator.autocast():
+                loss = trainer.compute_loss(trainer.model, dict(chunk))
+            loss.backward()
         trainer.model.zero_grad(set_to_none=True)
 
-    def wm_term(trainer, examples) -> None:  # the world-model loss alone: tokenise, batch, forward, backward
+    def wm_term(trainer, chunk_examples) -> None:  # the world-model loss alone: tokenise, batch, forward, backward
         trainer.model.train()
-        with trainer.accelerator.autocast():
-            loss = trainer._world_model_loss(trainer.model, examples, "train")
-        loss.backward()
+        for examples in chunk_examples:
+            if examples:
+                with trainer.accelerator.autocast():
+                    loss = trainer._world_model_loss(trainer.model, examples, "train")
+                loss.backward()
         trainer.model.zero_grad(set_to_none=True)
         activate(trainer.model, POLICY)
 
     # Warm-up: one generation and one round of every condition, not counted (first calls pay for caches).
     _, batch = generate()
     shared_trainer.environments = gen_trainer.environments
-    batch["lfo_reply_mask"] = shared_trainer._reply_masks(batch)
+    batch[REPLY_MASK] = shared_trainer._reply_masks(batch)
+    batch[REPLY_TOTAL] = batch[REPLY_MASK].sum().float()  # what the shared trainer's generation would attach
     for name in trainers:
-        loss_and_backward(trainers[name], batch)
+        loss_and_backward(trainers[name], micro_batches(batch))
     progress("warm-up done")
 
     # Each batch: a fresh generation (timed), then `repeats` rounds of every condition on that batch,
@@ -186,24 +221,30 @@ def main() -> None:
         # reply tokens in each completion instead.
         examples_seconds, _ = timed(lambda envs=envs: [gen_trainer.wm_examples_fn(env, gen_trainer._wm_tools) for env in envs], 5)
         masks_seconds, masks = timed(lambda batch=batch: shared_trainer._reply_masks(batch), 3)
-        batch["lfo_reply_mask"] = masks
-        examples = [ex for row in batch.get("lfo_wm_examples", []) for ex in row]
+        batch[REPLY_MASK], batch[REPLY_TOTAL] = masks, masks.sum().float()
+        chunks = micro_batches(batch)
+        chunk_examples = [[ex for row in chunk.get(WM_COLUMN, []) for ex in row] for chunk in chunks]
+        examples = [ex for chunk in chunk_examples for ex in chunk]
         samples: dict[str, list[float]] = {name: [] for name in trainers}
         for round_ in range(a.repeats):
             names = list(trainers)
             random.Random(1000 * b + round_).shuffle(names)
             for name in names:
-                samples[name].append(timed(lambda t=trainers[name], batch=batch: loss_and_backward(t, batch), 1)[0])
+                samples[name].append(timed(lambda t=trainers[name], chunks=chunks: loss_and_backward(t, chunks), 1)[0])
         # A batch without phone calls has no world-model term (the trainer adds nothing): it costs 0.
-        alone = {name: timed(lambda t=trainers[name], ex=examples: wm_term(t, ex), 2 * a.repeats)[0] if examples else 0.0
+        alone = {name: timed(lambda t=trainers[name], ex=chunk_examples: wm_term(t, ex), 2 * a.repeats)[0] if examples else 0.0
                  for name in alone_names}
+
+        def planned(share: bool, chunk_examples=chunk_examples) -> int:  # tokens the decoder runs, as the trainer plans
+            return sum(plan_cost(build_wm_batches(tok, ex, cfg.wm.max_length, cfg.wm.batch_tokens,
+                                                  share_prefix=share and can_share_prefix(model))[0], 0)
+                       for ex in chunk_examples if ex)
         per_batch.append({
             "generation": gen_seconds - examples_seconds, "examples": examples_seconds, "masks": masks_seconds,
             "samples": samples, "alone": alone, "phone_calls": len(examples),
             "reply_tokens": int(masks.sum()),
-            "wm_tokens": {"shared_prefix": plan_cost(trainers["separate"]._wm_batches(model, examples)[0], 0),
-                          "unshared": plan_cost(trainers["separate unshared"]._wm_batches(model, examples)[0], 0),
-                          "floor": shared_token_floor(tok, examples, cfg.wm.max_length)},
+            "wm_tokens": {"shared_prefix": planned(True), "unshared": planned(False),
+                          "floor": sum(shared_token_floor(tok, ex, cfg.wm.max_length) for ex in chunk_examples if ex)},
         })
         progress(f"batch {b + 1}/{a.batches}: generation {gen_seconds:.2f} s, {len(examples)} phone calls, "
                  + ", ".join(f"{n} {statistics.median(xs):.3f} s" for n, xs in samples.items()))
@@ -234,8 +275,8 @@ def main() -> None:
                "paired_train_diff": round(diff, 4), "generation_extra": round(extra, 4), "step_ratio": ratio(diff)}
         if name != "baseline":
             m = bootstrap_mean_ci(diffs, seed=a.seed)
-            row.update(paired_train_diff_mean=round(m.value, 4), step_ratio_mean=ratio(m.value),
-                       step_ratio_ci=[ratio(m.low), ratio(m.high)])
+            interval = [ratio(m.low), ratio(m.high)] if m.n > 1 else None  # one sample: no interval (JSON has no NaN)
+            row.update(paired_train_diff_mean=round(m.value, 4), step_ratio_mean=ratio(m.value), step_ratio_ci=interval)
         if name in alone_names:  # the same ratio from the world-model term timed on its own
             term = statistics.fmean([pb["alone"][name] for pb in per_batch])
             row["wm_term_alone"] = round(term, 4)
@@ -246,6 +287,7 @@ def main() -> None:
                  for key in ("shared_prefix", "unshared", "floor")}
     result = {
         "model": base, "prompts": a.prompts, "generations": a.generations, "batches": a.batches,
+        "micro_batch": a.micro_batch, "micro_batches_per_step": steps,
         "phone_calls_per_batch": [pb["phone_calls"] for pb in per_batch],
         "reply_tokens_per_batch": [pb["reply_tokens"] for pb in per_batch], "wm_padded_tokens": wm_tokens,
         "generation_seconds": round(base_gen, 3),
@@ -261,7 +303,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"world-model overhead per step ({a.prompts} x {a.generations}, mean over {a.batches} batches: "
+    table = Table(title=f"world-model overhead per step ({a.prompts} x {a.generations} in {steps} micro-batch(es) of "
+                        f"{a.micro_batch}, mean over {a.batches} batches: "
                         f"{phone_calls:.0f} phone calls, generation {base_gen:.2f} s, baseline loss+backward "
                         f"{base_t:.2f} s; world-model tokens "
                         f"{wm_tokens['shared_prefix']} with shared prefixes, {wm_tokens['unshared']} without, "
@@ -273,7 +316,8 @@ def main() -> None:
     for name, row in conditions_out.items():
         table.add_row(name, f"{row['train_seconds']:.3f}", f"{row['paired_train_diff']:+.3f}",
                       f"{row['generation_extra']:.3f}", f"{row['step_ratio']:.3f}",
-                      (f"{row['step_ratio_mean']:.3f} [{row['step_ratio_ci'][0]:.3f}, {row['step_ratio_ci'][1]:.3f}]"
+                      (f"{row['step_ratio_mean']:.3f}" + (f" [{row['step_ratio_ci'][0]:.3f}, {row['step_ratio_ci'][1]:.3f}]"
+                                                           if row["step_ratio_ci"] else "")
                        if "step_ratio_mean" in row else ""),
                       f"{row['wm_term_alone']:.3f}" if "wm_term_alone" in row else "",
                       f"{row['step_ratio_from_term']:.3f}" if "step_ratio_from_term" in row else "", goals.get(name, ""))

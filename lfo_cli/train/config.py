@@ -106,7 +106,8 @@ class DualLoRAConfig(GRPOConfig):
         default=512, metadata={"help": "Token budget of one world-model example; the state is truncated from the left."}
     )
     wm_max_examples: int = field(
-        default=64, metadata={"help": "At most this many world-model examples per micro-batch (sampled evenly)."}
+        default=64, metadata={"help": "At most this many world-model examples per micro-batch (sampled evenly; "
+                              "their mean stands in for all of the micro-batch's examples)."}
     )
     wm_batch_tokens: int = field(
         default=4096,

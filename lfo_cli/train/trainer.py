@@ -2,12 +2,17 @@
 
 Only two TRL methods are overridden, both calling ``super()``:
 
-* ``_generate_and_score_completions`` — after TRL's multi-turn tool rollouts, attach to every rollout
-  the world-model examples built from its environment's transition log (a list column: TRL's own
-  shuffling/splitting carries it along with the row it belongs to).
-* ``compute_loss`` — TRL's policy loss (untouched), plus ``wm_coef * wm_loss`` computed on the same
-  micro-batch's examples, scaled by the same gradient-accumulation normaliser TRL applies to its loss.
-  One backward, one optimizer over both adapters.
+* ``_generate_and_score_completions`` — after TRL's multi-turn tool rollouts, build the world-model
+  examples from each rollout's environment transition log and attach them as a list column, all of a
+  prompt's examples on the first of its rows (TRL's own shuffling/splitting into gradient-accumulation
+  micro-batches carries the column along; a prompt's rollouts share a long start, which the
+  world-model forward then runs once: ``wm_loss.build_wm_batches``), plus the generation batch's total
+  (``lfo_wm_total``).
+* ``compute_loss`` — TRL's policy loss (untouched), plus ``wm_coef * wm_loss`` on the micro-batch's
+  examples. Normalised as TRL normalises DAPO's token sum, by the whole generation batch: each
+  micro-batch adds (its examples' loss sum) / (all examples of the generation, over processes), so
+  the step's term is the mean over every phone call of the step however the rows were split. One
+  backward, one optimizer over both adapters.
 
 Coupling (``wm_coupling``):
 * ``separate`` (the seed): the world-model forward runs with only the `world_model` adapter active.
@@ -37,6 +42,10 @@ from lfo_cli.train.wm_loss import build_wm_batches, can_share_prefix, reply_toke
 
 WM_COLUMN = "lfo_wm_examples"
 REPLY_MASK = "lfo_reply_mask"
+# 0-d totals over the generation batch, summed over processes (TRL's split hands a 0-d tensor to every
+# micro-batch whole, as it does `num_items_in_batch`): world-model examples; reply tokens (`shared`).
+WM_TOTAL = "lfo_wm_total"
+REPLY_TOTAL = "lfo_reply_total"
 PREDICT_TOOLS = {
     "phone": ("make_phone_call",),
     "phone_form": ("make_phone_call", "auth_info_form"),
@@ -52,6 +61,22 @@ def examples_from_environment(env, tools: Sequence[str]) -> list[Example]:
 
     transitions = getattr(env, "transitions", None) or []
     return [world_model_example(t) for t in transitions if _tool_of(t) in tools]
+
+
+def gather_by_prompt(column: Sequence[list[Example]], keys: Sequence[object]) -> list[list[Example]]:
+    """Every row's examples moved to the first row with the same key (its prompt); the other rows get none.
+
+    TRL shuffles a generation batch's rows before splitting it into gradient-accumulation micro-batches,
+    which scatters a prompt's group of rollouts. Their world-model examples share the task and usually
+    the directory the search returned; on one row they stay in one micro-batch, where their common
+    start runs once. The loss is normalised by the generation's total (``WM_TOTAL``), so which
+    micro-batch computes an example does not change the step's loss.
+    """
+    first: dict[object, int] = {}
+    out: list[list[Example]] = [[] for _ in column]
+    for i, (key, examples) in enumerate(zip(keys, column, strict=True)):
+        out[first.setdefault(key, i)].extend(examples)
+    return out
 
 
 def _tool_of(transition) -> str | None:
@@ -96,15 +121,23 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self._wm_enabled and self._shared:
-            output[REPLY_MASK] = self._reply_masks(output)
+            output[REPLY_MASK] = masks = self._reply_masks(output)
+            output[REPLY_TOTAL] = self._total(float(masks.sum()))
         elif self._wm_enabled:
             envs = getattr(self, "environments", None) or []
             n = output["completion_ids"].size(0)
             column = [self.wm_examples_fn(env, self._wm_tools) for env in envs] if envs else [[] for _ in range(n)]
             if len(column) != n:
                 raise RuntimeError(f"{len(column)} environments for {n} rollouts")
-            output[WM_COLUMN] = column
+            prompts = [tuple(ids[mask.bool()].tolist()) for ids, mask in zip(output["prompt_ids"].cpu(),
+                                                                              output["prompt_mask"].cpu(), strict=True)]
+            output[WM_COLUMN] = gather_by_prompt(column, prompts)
+            output[WM_TOTAL] = self._total(float(sum(len(c) for c in column)))
         return output
+
+    def _total(self, local: float) -> torch.Tensor:
+        """A per-process count summed over processes (every process generates in step, as TRL gathers there)."""
+        return self.accelerator.gather(torch.tensor([local], device=self.accelerator.device)).sum()
 
     def _reply_masks(self, output) -> torch.Tensor:
         """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
@@ -174,6 +207,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         examples = inputs.pop(WM_COLUMN, None)
         reply_mask = inputs.pop(REPLY_MASK, None)
+        totals = {key: inputs.pop(key, None) for key in (WM_TOTAL, REPLY_TOTAL)}
         mode = "train" if self.model.training else "eval"
         step = self.state.global_step
         update_policy, update_wm = self.args.schedule.updates(step) if mode == "train" else (True, True)
@@ -192,11 +226,13 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         if self._wm_enabled and update_wm:
             if self._shared:
                 wm_loss = self._shared_reply_loss(reply_mask, mode)
+                count = float(reply_mask.sum()) if wm_loss is not None else 0.0
             else:
                 flat = [ex for row in (examples or []) for ex in row]
-                wm_loss = self._world_model_loss(model, flat, mode)
+                wm_loss, count = self._world_model_loss(model, flat, mode), float(len(flat))
             if wm_loss is not None:
-                term = self.args.wm_coef * wm_loss / self._ga_factor(mode)
+                total = totals[REPLY_TOTAL if self._shared else WM_TOTAL]
+                term = self.args.wm_coef * wm_loss * self._wm_share(count, total, mode)
                 if mode == "train" and self._should_probe(step):
                     self._probe_policy_from_wm(term, mode)
                 loss = term if loss is None else loss + term
@@ -210,6 +246,19 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
 
     def _ga_factor(self, mode: str) -> float:
         return float(self.current_gradient_accumulation_steps) if mode == "train" else 1.0
+
+    def _wm_share(self, count: float, total: torch.Tensor | None, mode: str) -> float:
+        """What this micro-batch's mean world-model loss (over ``count`` examples or reply tokens) weighs in
+        the step: ``count`` over the generation batch's ``total`` per process, rescaled to one
+        accumulation window exactly as TRL rescales DAPO's ``num_items_in_batch``. The micro-batches of
+        one generation then add up to the mean over all of it (DDP averages over processes). Without a
+        total (inputs built by hand) the micro-batch's own mean, divided by the accumulation steps."""
+        if total is None:
+            return 1.0 / self._ga_factor(mode)
+        per_process = max(float(total), 1.0) / self.accelerator.num_processes
+        if mode == "train":  # in eval the batch is neither split nor accumulated
+            per_process *= self.current_gradient_accumulation_steps / self.args.steps_per_generation
+        return count / per_process
 
     def _world_model_loss(self, model, examples: list[Example], mode: str):
         if not examples:

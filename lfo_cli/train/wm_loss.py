@@ -19,7 +19,10 @@ import torch
 import torch.nn.functional as F
 
 IGNORE_INDEX = -100
-FORWARD_COST_TOKENS = 64  # one more forward costs about as much as this many padded tokens (micro, CPU)
+# One more forward + backward costs about as much as this many padded tokens: `micro` on 2 CPU threads,
+# ~86 (separate) to ~126 (stacked; python benchmarks/wm_forward_cost.py); on real plans 128 ran the term
+# 2-5% faster than 64 (stop 19's figure, before the per-token work got cheaper) and 512 slower.
+FORWARD_COST_TOKENS = 128
 
 
 @dataclass

@@ -594,3 +594,85 @@ def test_shared_token_floor_counts_each_distinct_context_prefix_once_and_every_t
     for batch_tokens in (0, 4096):
         for share in (False, True):
             assert build_wm_batches(tokenizer, [], 512, batch_tokens, share_prefix=share) == ([], [])
+
+
+def test_gather_by_prompt_moves_each_prompts_examples_to_its_first_row():
+    from lfo_cli.train.trainer import gather_by_prompt
+
+    column = [["a1"], ["b1", "b2"], [], ["a2"], ["c1"], ["b3"]]
+    keys = ["A", "B", "B", "A", "C", "B"]
+    assert gather_by_prompt(column, keys) == [["a1", "a2"], ["b1", "b2", "b3"], [], [], ["c1"], []]
+    assert gather_by_prompt([], []) == []
+
+
+def test_generation_puts_a_groups_examples_on_one_row_with_the_total(tokenizer, tmp_path, monkeypatch):
+    """After TRL's rollouts the example column holds each prompt's examples on its first row (TRL's
+    shuffle + split then keeps a group together), and the generation's total rides along as 0-d."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+    from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
+
+    from lfo_cli.train.trainer import WM_TOTAL
+
+    grouped = _examples_in_groups()
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_grad_probe_every=0)
+    trainer.wm_examples_fn = lambda env, tools: env.examples
+    per_row = [grouped[0:2], grouped[2:3], [], grouped[3:6], grouped[6:7], grouped[7:9]]
+    trainer.environments = [SimpleNamespace(examples=e) for e in per_row]
+    prompts = torch.tensor([[0, 0, 7, 8], [0, 0, 7, 8], [0, 0, 7, 8], [5, 6, 7, 8], [5, 6, 7, 8], [0, 0, 7, 8]])
+    mask = (prompts != 0).long()
+    fake = {"prompt_ids": prompts, "prompt_mask": mask, "completion_ids": torch.zeros(6, 3, dtype=torch.long)}
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", lambda self, inputs: dict(fake))
+    out = trainer._generate_and_score_completions(None)
+    assert out[WM_COLUMN] == [grouped[0:3] + grouped[7:9], [], [], grouped[3:7], [], []]
+    assert out[WM_TOTAL].ndim == 0 and float(out[WM_TOTAL]) == 9.0
+    chunks = split_tensor_dict(shuffle_sequence_dict(out), 3)
+    assert all(float(c[WM_TOTAL]) == 9.0 for c in chunks)
+    assert sorted(len(ex) for c in chunks for ex in c[WM_COLUMN] if ex) == [4, 5]
+
+
+def test_world_model_term_is_the_mean_over_the_generation_however_its_rows_are_split(tokenizer, tmp_path):
+    """With gradient accumulation the micro-batches of one generation add up to lambda x the mean loss
+    over all of its examples (the WM_TOTAL normaliser, as TRL's DAPO normalises by the generation's
+    tokens), whichever micro-batch holds which examples. The per-micro-batch mean / accumulation steps
+    (what inputs without a total get) would weigh a lone example in a micro-batch 3x here."""
+    from trl.trainer.utils import split_tensor_dict
+
+    from lfo_cli.train.trainer import WM_TOTAL
+    from lfo_cli.train.wm_loss import world_model_forward
+
+    examples = _examples_in_groups()[:4]
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_grad_probe_every=0, per_device_train_batch_size=2,
+                           num_generations=2, gradient_accumulation_steps=2)
+    trainer.current_gradient_accumulation_steps = 2
+    torch.manual_seed(3)
+    for p in adapter_params(trainer.model, WORLD_MODEL):
+        p.data.normal_(0, 0.05)
+    trainer.model.train()
+
+    def wm_grads(rows, with_total=True):
+        inputs = make_inputs(tokenizer)
+        inputs[WM_COLUMN] = rows
+        if with_total:
+            inputs[WM_TOTAL] = torch.tensor(float(sum(map(len, rows))))
+        for chunk in split_tensor_dict(inputs, 2):
+            trainer.compute_loss(trainer.model, chunk).backward()
+        grads = [p.grad.clone() for p in adapter_params(trainer.model, WORLD_MODEL)]
+        trainer.model.zero_grad(set_to_none=True)
+        return grads
+
+    with active(trainer.model, [WORLD_MODEL]):
+        batch = build_batch(tokenizer, examples, 512)
+        (0.5 * world_model_forward(trainer.model, batch)[0]).backward()
+    expected = [p.grad.clone() for p in adapter_params(trainer.model, WORLD_MODEL)]
+    trainer.model.zero_grad(set_to_none=True)
+    activate(trainer.model, POLICY)
+
+    lopsided = [examples[:1], [], examples[1:], []]  # 1 example in the first micro-batch, 3 in the second
+    even = [examples[:1], examples[1:2], examples[2:3], examples[3:]]
+    for rows in (lopsided, even):
+        for got, want in zip(wm_grads(rows), expected, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+    per_micro_batch_mean = wm_grads(lopsided, with_total=False)
+    assert any(not torch.allclose(a, b, rtol=1e-3, atol=1e-7) for a, b in zip(per_micro_batch_mean, expected, strict=True))
