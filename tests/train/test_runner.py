@@ -86,6 +86,18 @@ def test_run_dir_layout_and_adapters_load(setup, tmp_path):
     assert set(policy.peft_config) == {"default", "world_model"}
 
 
+
+def test_gradient_accumulation_carries_the_world_model_columns_through_trls_split(setup, tmp_path):
+    """With 2 micro-batches per generation TRL shuffles and splits the batch itself: the example column
+    and the 0-d world-model total must survive that, in TRL's own loop, and every step is logged."""
+    out = tmp_path / "run"
+    cmd = train_cmd(setup, out, 2, trainer__per_device_train_batch_size="2", trainer__gradient_accumulation_steps="2")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["steps"] == 2
+    assert steps_logged(out) == [1, 2]
+
 def test_kill_and_resume_continue_without_gap(setup, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(train_cmd(setup, out, 5), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
