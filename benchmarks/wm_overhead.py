@@ -19,10 +19,11 @@ noise than a difference of two ~5 s timings.
 A step trains the way TRL trains one generation: the batch is shuffled and split into micro-batches of
 ``--micro-batch`` rows (default: the recipe's ``per_device_train_batch_size``; TRL's own
 ``shuffle_sequence_dict`` and ``split_tensor_dict``), and every condition runs compute_loss + backward
-on each micro-batch in turn, gradients accumulated, the same split for all. The world-model term of a
-micro-batch sees only its rows' phone calls, so a recipe with gradient accumulation (`dual_lora`:
-16 rows x 4) shares fewer prefixes than one forward over the whole batch would. Like ``lfo train``, the process keeps freed memory
-(``lfo_cli.perf.tune_malloc``; ``--no-malloc-tuning`` to compare). The "unshared" arms run every example's full tokens
+on each micro-batch in turn, gradients accumulated, the same split for all. A micro-batch computes the
+world-model term of the prompts whose first row it holds (the trainer puts a group's examples there),
+so with gradient accumulation (`dual_lora`: 16 rows x 4) each micro-batch plans its own forwards.
+Like ``lfo train``, the process keeps freed memory (``lfo_cli.perf.tune_malloc``;
+``--no-malloc-tuning`` to compare). The "unshared" arms run every example's full tokens
 (`wm.share_prefix=false`), to show what running a group's common start once saves; the token counts
 also give the floor that no prefix-sharing plan can go below (every distinct start once, no padding:
 ``lfo_cli.train.wm_loss.shared_token_floor``).
