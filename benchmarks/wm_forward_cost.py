@@ -4,7 +4,7 @@ The world-model batch planner (``lfo_cli.train.wm_loss``) minimises padded token
 per forward, expressed in tokens. This times forward + backward of the world-model loss (the
 `world_model` adapter active, as the `separate` coupling runs it; ``--coupling stacked`` for both)
 on right-padded batches of several shapes, rows x length, a third of each row being reply tokens,
-and fits ``seconds = fixed + per_token x tokens`` by least squares; ``fixed / per_token`` is the
+and fits ``seconds = fixed + per_token x tokens`` (``scipy.stats.linregress``); ``fixed / per_token`` is the
 forward cost in tokens. Shapes are timed round-robin, ``--repeats`` times, medians fitted. Timing does
 not depend on the weights, so the plain `micro` base is used (no warm start needed).
 
@@ -39,8 +39,8 @@ def main() -> None:
 
     malloc_tuned = tune_malloc()  # the process `lfo train` runs in
 
-    import numpy as np
     import torch
+    from scipy.stats import linregress
     from transformers import set_seed
 
     from lfo_cli.models.registry import load_model
@@ -77,9 +77,10 @@ def main() -> None:
         for _ in range(a.repeats):
             for shape in SHAPES:
                 samples[shape].append(term(batches[shape]))
-    tokens = np.array([rows * length for rows, length in SHAPES], dtype=float)
-    seconds = np.array([statistics.median(samples[s]) for s in SHAPES])
-    (fixed, per_token), *_ = np.linalg.lstsq(np.stack([np.ones_like(tokens), tokens], 1), seconds, rcond=None)
+    tokens = [rows * length for rows, length in SHAPES]
+    seconds = [statistics.median(samples[s]) for s in SHAPES]
+    fit = linregress(tokens, seconds)
+    fixed, per_token = fit.intercept, fit.slope
     result = {
         "model": a.model, "coupling": a.coupling, "threads": a.threads, "repeats": a.repeats,
         "malloc_tuned": malloc_tuned,

@@ -104,8 +104,8 @@ def main() -> None:
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
     from lfo_cli.train.runner import training_tasks
-    from lfo_cli.train.trainer import REPLY_MASK, REPLY_TOTAL, WM_COLUMN, DualLoRAGRPOTrainer
-    from lfo_cli.train.wm_loss import build_wm_batches, can_share_prefix, plan_cost, shared_token_floor
+    from lfo_cli.train.trainer import REPLY_MASK, WM_COLUMN, DualLoRAGRPOTrainer
+    from lfo_cli.train.wm_loss import build_wm_batches, plan_cost, shared_token_floor
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)
@@ -203,8 +203,7 @@ def main() -> None:
     # Warm-up: one generation and one round of every condition, not counted (first calls pay for caches).
     _, batch = generate()
     shared_trainer.environments = gen_trainer.environments
-    batch[REPLY_MASK] = shared_trainer._reply_masks(batch)
-    batch[REPLY_TOTAL] = batch[REPLY_MASK].sum().float()  # what the shared trainer's generation would attach
+    shared_trainer._attach_reply_mask(batch)  # what the shared trainer's own generation attaches
     for name in trainers:
         loss_and_backward(trainers[name], micro_batches(batch))
     progress("warm-up done")
@@ -221,8 +220,7 @@ def main() -> None:
         # into examples (inside gen_seconds: the generating trainer is a dual one), `shared` finds the
         # reply tokens in each completion instead.
         examples_seconds, _ = timed(lambda envs=envs: [gen_trainer.wm_examples_fn(env, gen_trainer._wm_tools) for env in envs], 5)
-        masks_seconds, masks = timed(lambda batch=batch: shared_trainer._reply_masks(batch), 3)
-        batch[REPLY_MASK], batch[REPLY_TOTAL] = masks, masks.sum().float()
+        masks_seconds, _ = timed(lambda batch=batch: shared_trainer._attach_reply_mask(batch), 3)
         chunks = micro_batches(batch)
         chunk_examples = [[ex for row in chunk.get(WM_COLUMN, []) for ex in row] for chunk in chunks]
         examples = [ex for chunk in chunk_examples for ex in chunk]
@@ -236,15 +234,14 @@ def main() -> None:
         alone = {name: timed(lambda t=trainers[name], ex=chunk_examples: wm_term(t, ex), 2 * a.repeats)[0] if examples else 0.0
                  for name in alone_names}
 
-        def planned(share: bool, chunk_examples=chunk_examples) -> int:  # tokens the decoder runs, as the trainer plans
-            return sum(plan_cost(build_wm_batches(tok, ex, cfg.wm.max_length, cfg.wm.batch_tokens,
-                                                  share_prefix=share and can_share_prefix(model))[0], 0)
-                       for ex in chunk_examples if ex)
+        def planned(plan, chunk_examples=chunk_examples) -> int:  # tokens the decoder runs, micro-batch by micro-batch
+            return sum(plan_cost(plan(ex)[0], 0) for ex in chunk_examples if ex)
         per_batch.append({
             "generation": gen_seconds - examples_seconds, "examples": examples_seconds, "masks": masks_seconds,
             "samples": samples, "alone": alone, "phone_calls": len(examples),
-            "reply_tokens": int(masks.sum()),
-            "wm_tokens": {"shared_prefix": planned(True), "unshared": planned(False),
+            "reply_tokens": int(batch[REPLY_MASK].sum()),
+            "wm_tokens": {"shared_prefix": planned(lambda ex: gen_trainer._wm_batches(model, ex)),
+                          "unshared": planned(lambda ex: build_wm_batches(tok, ex, cfg.wm.max_length, cfg.wm.batch_tokens)),
                           "floor": sum(shared_token_floor(tok, ex, cfg.wm.max_length) for ex in chunk_examples if ex)},
         })
         progress(f"batch {b + 1}/{a.batches}: generation {gen_seconds:.2f} s, {len(examples)} phone calls, "

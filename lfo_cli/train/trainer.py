@@ -121,23 +121,28 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self._wm_enabled and self._shared:
-            output[REPLY_MASK] = masks = self._reply_masks(output)
-            output[REPLY_TOTAL] = self._total(float(masks.sum()))
+            self._attach_reply_mask(output)
         elif self._wm_enabled:
             envs = getattr(self, "environments", None) or []
             n = output["completion_ids"].size(0)
             column = [self.wm_examples_fn(env, self._wm_tools) for env in envs] if envs else [[] for _ in range(n)]
             if len(column) != n:
                 raise RuntimeError(f"{len(column)} environments for {n} rollouts")
-            prompts = [tuple(ids[mask.bool()].tolist()) for ids, mask in zip(output["prompt_ids"].cpu(),
-                                                                              output["prompt_mask"].cpu(), strict=True)]
+            prompts = [tuple(t for t, m in zip(ids, mask, strict=True) if m)
+                       for ids, mask in zip(output["prompt_ids"].tolist(), output["prompt_mask"].tolist(), strict=True)]
             output[WM_COLUMN] = gather_by_prompt(column, prompts)
-            output[WM_TOTAL] = self._total(float(sum(len(c) for c in column)))
+            output[WM_TOTAL] = self._total(sum(len(c) for c in column))
         return output
 
-    def _total(self, local: float) -> torch.Tensor:
+    def _attach_reply_mask(self, output) -> None:
+        """`shared`: the reply-token mask of every rollout and the generation's count of them."""
+        output[REPLY_MASK] = masks = self._reply_masks(output)
+        output[REPLY_TOTAL] = self._total(masks.sum())
+
+    def _total(self, local) -> torch.Tensor:
         """A per-process count summed over processes (every process generates in step, as TRL gathers there)."""
-        return self.accelerator.gather(torch.tensor([local], device=self.accelerator.device)).sum()
+        local = torch.as_tensor(local, dtype=torch.float32, device=self.accelerator.device)
+        return self.accelerator.reduce(local, reduction="sum")
 
     def _reply_masks(self, output) -> torch.Tensor:
         """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
@@ -225,8 +230,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
 
         if self._wm_enabled and update_wm:
             if self._shared:
-                wm_loss = self._shared_reply_loss(reply_mask, mode)
-                count = float(reply_mask.sum()) if wm_loss is not None else 0.0
+                wm_loss, count = self._shared_reply_loss(reply_mask, mode)
             else:
                 flat = [ex for row in (examples or []) for ex in row]
                 wm_loss, count = self._world_model_loss(model, flat, mode), float(len(flat))
@@ -282,15 +286,16 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
                                 share_prefix=share)
 
     def _shared_reply_loss(self, reply_mask, mode: str):
-        """ECHO-style: cross-entropy on the reply tokens already inside the policy's rollout forward."""
+        """ECHO-style: cross-entropy on the reply tokens already inside the policy's rollout forward.
+        Returns (mean loss over the reply tokens or None when there are none, their count)."""
         logps, self._captured_logps = self._captured_logps, None
-        if reply_mask is None or logps is None or int(reply_mask.sum()) == 0:
-            return None
-        mask = reply_mask.to(logps.dtype)
-        wm_loss = -(logps * mask).sum() / mask.sum()
+        count = float(reply_mask.sum()) if reply_mask is not None else 0.0
+        if logps is None or count == 0:
+            return None, count
+        wm_loss = -(logps * reply_mask.to(logps.dtype)).sum() / count
         self._metrics[mode]["losses/wm"].append(float(wm_loss.detach()))
-        self._metrics[mode]["wm/target_tokens"].append(float(mask.sum()))
-        return wm_loss
+        self._metrics[mode]["wm/target_tokens"].append(count)
+        return wm_loss, count
 
     def _should_probe(self, step: int) -> bool:
         every = self.args.wm_grad_probe_every
