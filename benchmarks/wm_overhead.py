@@ -195,7 +195,7 @@ def main() -> None:
         for examples in chunk_examples:
             if examples:
                 with trainer.accelerator.autocast():
-                    loss = trainer._world_model_loss(trainer.model, examples, "train")
+                    loss = trainer._world_model_loss(trainer.model, examples)
                 loss.backward()
         trainer.model.zero_grad(set_to_none=True)
         activate(trainer.model, POLICY)

@@ -14,6 +14,10 @@ Only two TRL methods are overridden, both calling ``super()``:
   the step's term is the mean over every phone call of the step however the rows were split. One
   backward, one optimizer over both adapters.
 
+The world model's training metrics (``losses/wm``, ``wm/token_acc``, ``wm/examples``,
+``wm/target_tokens``, ``grad_norm/policy_from_wm``) describe the optimizer step, not a micro-batch:
+each micro-batch adds its sums to a :class:`StepWMMetrics`, logged once per step (``on_pre_optimizer_step``).
+
 Coupling (``wm_coupling``):
 * ``separate`` (the seed): the world-model forward runs with only the `world_model` adapter active.
   With a frozen base, no gradient of the world-model loss can reach the policy adapter; the trainer
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers import TrainerCallback
@@ -79,6 +84,45 @@ def gather_by_prompt(column: Sequence[list[Example]], keys: Sequence[object]) ->
     return out
 
 
+@dataclass
+class StepWMMetrics:
+    """The world model's metrics of one optimizer step, summed over its micro-batches.
+
+    With gradient accumulation a micro-batch holds whole prompt groups or none (``gather_by_prompt``),
+    so per-micro-batch means would be lumpy: a mean of means, and a probe norm of one part of the
+    step's gradient. Sums over the step give the step's own values: the loss and token accuracy over
+    all of its phone calls (``shared``: reply tokens), and the norm of the whole step's
+    d(lambda * wm_loss)/d(policy) (the micro-batches' terms add up to the step's, see ``_wm_share``).
+    """
+
+    loss_sum: float = 0.0  # sum over examples (shared: reply tokens) of their loss
+    count: float = 0.0  # examples (shared: reply tokens)
+    correct: float = 0.0  # target tokens predicted right
+    targets: float = 0.0  # target tokens
+    examples: float = 0.0
+    probe: list[torch.Tensor] | None = None  # summed d(term)/d(policy adapter), when the step is probed
+
+    def add(self, other: StepWMMetrics) -> None:
+        self.loss_sum += other.loss_sum
+        self.count += other.count
+        self.correct += other.correct
+        self.targets += other.targets
+        self.examples += other.examples
+        if other.probe is not None:
+            self.probe = other.probe if self.probe is None else [a + b for a, b in zip(self.probe, other.probe, strict=True)]
+
+    def emit(self, metrics: dict[str, list[float]], shared: bool) -> None:
+        """Append the step's values to TRL's metric lists (nothing for a step without world-model loss)."""
+        if self.count:
+            metrics["losses/wm"].append(self.loss_sum / self.count)
+            metrics["wm/target_tokens"].append(self.targets)
+            if not shared:
+                metrics["wm/token_acc"].append(self.correct / max(self.targets, 1.0))
+                metrics["wm/examples"].append(self.examples)
+        if self.probe is not None:
+            metrics["grad_norm/policy_from_wm"].append(float(torch.nn.utils.get_total_norm(self.probe)))
+
+
 def _tool_of(transition) -> str | None:
     action = getattr(transition, "action", None)
     if action is None and isinstance(transition, dict):
@@ -109,6 +153,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         self._shared = self.args.wm_coupling == "shared"
         if (self._wm_enabled and not self._shared) and WORLD_MODEL not in getattr(self.model, "peft_config", {}):
             raise ValueError(f"wm_coef > 0 needs a PeftModel with a '{WORLD_MODEL}' adapter")
+        self._wm_step = StepWMMetrics()  # the current optimizer step's, logged by log_wm_step
         activate(self.model, POLICY)
         self.add_callback(_AdapterGradNorms(self))
 
@@ -228,18 +273,25 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         else:  # a world-model-only step: the policy adapter receives no gradient at all
             loss = None
 
+        part = StepWMMetrics()  # this micro-batch's share of the step's world-model metrics
         if self._wm_enabled and update_wm:
             if self._shared:
-                wm_loss, count = self._shared_reply_loss(reply_mask, mode)
+                wm_loss, count = self._shared_reply_loss(reply_mask, part)
             else:
                 flat = [ex for row in (examples or []) for ex in row]
-                wm_loss, count = self._world_model_loss(model, flat, mode), float(len(flat))
+                wm_loss, count = self._world_model_loss(model, flat, part), float(len(flat))
             if wm_loss is not None:
                 total = totals[REPLY_TOTAL if self._shared else WM_TOTAL]
                 term = self.args.wm_coef * wm_loss * self._wm_share(count, total, mode)
                 if mode == "train" and self._should_probe(step):
-                    self._probe_policy_from_wm(term, mode)
+                    part.probe = self._probe_policy_from_wm(term)
                 loss = term if loss is None else loss + term
+        if mode == "train":
+            self._wm_step.add(part)
+            if self.current_gradient_accumulation_steps == 1:  # the micro-batch is the step
+                self.log_wm_step()
+        else:  # an evaluation batch logs its own
+            part.emit(self._metrics[mode], shared=self._shared)
 
         if loss is None:  # a world-model-only step without examples: a zero that keeps autograd happy
             params = adapter_params(self.model, WORLD_MODEL) or adapter_params(self.model, POLICY)
@@ -247,6 +299,13 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         self._metrics[mode]["losses/total"].append(float(loss.detach()) * self._ga_factor(mode))
         activate(self.model, POLICY)  # only the policy adapter is ever active outside compute_loss
         return loss
+
+    def log_wm_step(self) -> None:
+        """Log the optimizer step's world-model metrics (summed over its micro-batches) and start the next
+        step's; a step without world-model work logs nothing. Called at every optimizer step
+        (``_AdapterGradNorms.on_pre_optimizer_step``), and at once without gradient accumulation."""
+        self._wm_step.emit(self._metrics["train"], shared=self._shared)
+        self._wm_step = StepWMMetrics()
 
     def _ga_factor(self, mode: str) -> float:
         return float(self.current_gradient_accumulation_steps) if mode == "train" else 1.0
@@ -264,7 +323,8 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             per_process *= self.current_gradient_accumulation_steps / self.args.steps_per_generation
         return count / per_process
 
-    def _world_model_loss(self, model, examples: list[Example], mode: str):
+    def _world_model_loss(self, model, examples: list[Example], part: StepWMMetrics | None = None):
+        """Mean world-model loss over ``examples`` (None without any); its sums go to ``part``."""
         if not examples:
             return None
         if len(examples) > self.args.wm_max_examples:  # evenly spaced subsample, deterministic
@@ -275,9 +335,13 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         adapters = [POLICY, WORLD_MODEL] if self.args.wm_coupling == "stacked" else [WORLD_MODEL]
         with active(self.model, adapters):
             wm_loss, _, metrics = world_model_forward(model, batches)
-        self._metrics[mode]["losses/wm"].append(float(wm_loss.detach()))
-        for key, value in metrics.items():
-            self._metrics[mode][key].append(value)
+        if part is not None:
+            n, targets = metrics["wm/examples"], metrics["wm/target_tokens"]
+            part.loss_sum += float(wm_loss.detach()) * n
+            part.count += n
+            part.examples += n
+            part.targets += targets
+            part.correct += round(metrics["wm/token_acc"] * max(targets, 1.0))
         return wm_loss
 
     def _wm_batches(self, model, examples: list[Example]):
@@ -285,32 +349,34 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         return build_wm_batches(self.processing_class, examples, self.args.wm_max_length, self.args.wm_batch_tokens,
                                 share_prefix=share)
 
-    def _shared_reply_loss(self, reply_mask, mode: str):
+    def _shared_reply_loss(self, reply_mask, part: StepWMMetrics):
         """ECHO-style: cross-entropy on the reply tokens already inside the policy's rollout forward.
-        Returns (mean loss over the reply tokens or None when there are none, their count)."""
+        Returns (mean loss over the reply tokens or None when there are none, their count); sums to ``part``."""
         logps, self._captured_logps = self._captured_logps, None
         count = float(reply_mask.sum()) if reply_mask is not None else 0.0
         if logps is None or count == 0:
             return None, count
         wm_loss = -(logps * reply_mask.to(logps.dtype)).sum() / count
-        self._metrics[mode]["losses/wm"].append(float(wm_loss.detach()))
-        self._metrics[mode]["wm/target_tokens"].append(count)
+        part.loss_sum += float(wm_loss.detach()) * count
+        part.count += count
+        part.targets += count
         return wm_loss, count
 
     def _should_probe(self, step: int) -> bool:
         every = self.args.wm_grad_probe_every
         return every > 0 and step % every == 0
 
-    def _probe_policy_from_wm(self, term: torch.Tensor, mode: str) -> None:
-        """Measure |d(lambda * wm_loss) / d(policy adapter)|; exactly 0 when no graph path exists."""
+    def _probe_policy_from_wm(self, term: torch.Tensor) -> list[torch.Tensor]:
+        """d(this micro-batch's lambda * wm term) / d(policy adapter), zeros where no graph path exists
+        (so the step's norm is exactly 0 for `separate`); the step's probe is their sum."""
         params = [p for p in adapter_params(self.model, POLICY) if p.requires_grad]
-        grads = [g for g in torch.autograd.grad(term, params, retain_graph=True, allow_unused=True) if g is not None]
-        value = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
-        self._metrics[mode]["grad_norm/policy_from_wm"].append(value * self._ga_factor(mode))
+        grads = torch.autograd.grad(term, params, retain_graph=True, allow_unused=True)
+        return [torch.zeros_like(p) if g is None else g.detach() for p, g in zip(params, grads, strict=True)]
 
 
 class _AdapterGradNorms(TrainerCallback):
-    """Per-adapter gradient norms at every optimizer step, and the seed's imbalance warnings.
+    """Per-adapter gradient norms at every optimizer step, and the seed's imbalance warnings; also where
+    the step's world-model metrics are logged (``log_wm_step``: all micro-batches have run).
 
     Measured in ``on_pre_optimizer_step``, i.e. after global clipping; clipping scales both adapters by
     the same factor, so their ratio (what the seed's warning rule is about) is unaffected.
@@ -327,6 +393,7 @@ class _AdapterGradNorms(TrainerCallback):
         self.trainer = trainer
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer.log_wm_step()  # the step's world-model metrics, summed over its micro-batches
         if self.trainer.is_deepspeed_enabled:
             return
         model = self.trainer.model

@@ -676,3 +676,54 @@ def test_world_model_term_is_the_mean_over_the_generation_however_its_rows_are_s
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
     per_micro_batch_mean = wm_grads(lopsided, with_total=False)
     assert any(not torch.allclose(a, b, rtol=1e-3, atol=1e-7) for a, b in zip(per_micro_batch_mean, expected, strict=True))
+
+
+@pytest.mark.parametrize("coupling", ["separate", "stacked"])
+def test_world_model_metrics_describe_the_step_not_a_micro_batch(tokenizer, tmp_path, coupling):
+    """Under gradient accumulation a micro-batch holds whole groups or none; the logged losses/wm,
+    wm/token_acc, wm/examples and grad_norm/policy_from_wm are the step's: one value per optimizer step,
+    over all of its phone calls, equal to those of the step's examples in one batch. (Per micro-batch
+    they were a mean of two means here, counts of 1 and 3, and probe norms of the parts x 2.)"""
+    from trl.trainer.utils import split_tensor_dict
+
+    from lfo_cli.train.trainer import WM_TOTAL, _AdapterGradNorms
+    from lfo_cli.train.wm_loss import world_model_forward
+
+    examples = _examples_in_groups()[:4]
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_coupling=coupling, wm_grad_probe_every=1,
+                           per_device_train_batch_size=2, num_generations=2, gradient_accumulation_steps=2)
+    trainer.current_gradient_accumulation_steps = 2
+    torch.manual_seed(5)
+    for p in [*adapter_params(trainer.model, WORLD_MODEL), *adapter_params(trainer.model, POLICY)]:
+        p.data.normal_(0, 0.05)
+    trainer.model.train()
+    policy = adapter_params(trainer.model, POLICY)
+
+    adapters = [POLICY, WORLD_MODEL] if coupling == "stacked" else [WORLD_MODEL]
+    with active(trainer.model, adapters):
+        loss, _, metrics = world_model_forward(trainer.model, build_batch(tokenizer, examples, 512))
+    grads = torch.autograd.grad(0.5 * loss, policy, allow_unused=True, retain_graph=True)
+    expected_probe = float(torch.nn.utils.get_total_norm([g for g in grads if g is not None] or [torch.zeros(1)]))
+    activate(trainer.model, POLICY)
+
+    inputs = make_inputs(tokenizer)
+    inputs[WM_COLUMN] = [examples[:1], [], examples[1:], []]  # the step's micro-batches: 1 and 3 calls
+    inputs[WM_TOTAL] = torch.tensor(4.0)
+    for chunk in split_tensor_dict(inputs, 2):
+        trainer.compute_loss(trainer.model, chunk).backward()
+    logged = trainer._metrics["train"]
+    assert "wm/examples" not in logged  # nothing yet: the step has not ended
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _AdapterGradNorms)]
+    callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)  # as TRL's loop, once per step
+
+    assert logged["wm/examples"] == [4.0]
+    assert logged["wm/target_tokens"] == [metrics["wm/target_tokens"]]
+    assert logged["losses/wm"] == [pytest.approx(float(loss.detach()), rel=1e-5)]
+    assert logged["wm/token_acc"] == [pytest.approx(metrics["wm/token_acc"])]
+    assert logged["grad_norm/policy_from_wm"] == [pytest.approx(expected_probe, rel=1e-4)]
+    if coupling == "separate":
+        assert logged["grad_norm/policy_from_wm"] == [0.0]
+    else:
+        assert expected_probe > 0
+    callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)  # the next step: no work yet
+    assert logged["wm/examples"] == [4.0]
