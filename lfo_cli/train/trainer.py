@@ -95,26 +95,25 @@ class StepWMMetrics:
     d(lambda * wm_loss)/d(policy) (the micro-batches' terms add up to the step's, see ``_wm_share``).
     """
 
-    loss_sum: float = 0.0  # sum over examples (shared: reply tokens) of their loss
-    count: float = 0.0  # examples (shared: reply tokens)
-    correct: float = 0.0  # target tokens predicted right
-    targets: float = 0.0  # target tokens
+    loss_sum: float = 0.0  # sum of the loss over examples (shared: over reply tokens)
     examples: float = 0.0
+    targets: float = 0.0  # target tokens (shared: reply tokens)
+    correct: float = 0.0  # target tokens predicted right
     probe: list[torch.Tensor] | None = None  # summed d(term)/d(policy adapter), when the step is probed
 
     def add(self, other: StepWMMetrics) -> None:
         self.loss_sum += other.loss_sum
-        self.count += other.count
-        self.correct += other.correct
-        self.targets += other.targets
         self.examples += other.examples
+        self.targets += other.targets
+        self.correct += other.correct
         if other.probe is not None:
             self.probe = other.probe if self.probe is None else [a + b for a, b in zip(self.probe, other.probe, strict=True)]
 
     def emit(self, metrics: dict[str, list[float]], shared: bool) -> None:
         """Append the step's values to TRL's metric lists (nothing for a step without world-model loss)."""
-        if self.count:
-            metrics["losses/wm"].append(self.loss_sum / self.count)
+        count = self.targets if shared else self.examples  # what the loss is a mean over
+        if count:
+            metrics["losses/wm"].append(self.loss_sum / count)
             metrics["wm/target_tokens"].append(self.targets)
             if not shared:
                 metrics["wm/token_acc"].append(self.correct / max(self.targets, 1.0))
@@ -336,12 +335,10 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         with active(self.model, adapters):
             wm_loss, _, metrics = world_model_forward(model, batches)
         if part is not None:
-            n, targets = metrics["wm/examples"], metrics["wm/target_tokens"]
-            part.loss_sum += float(wm_loss.detach()) * n
-            part.count += n
-            part.examples += n
-            part.targets += targets
-            part.correct += round(metrics["wm/token_acc"] * max(targets, 1.0))
+            part.loss_sum += float(wm_loss.detach()) * metrics["wm/examples"]
+            part.examples += metrics["wm/examples"]
+            part.targets += metrics["wm/target_tokens"]
+            part.correct += metrics["wm/correct_tokens"]
         return wm_loss
 
     def _wm_batches(self, model, examples: list[Example]):
@@ -358,7 +355,6 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             return None, count
         wm_loss = -(logps * reply_mask.to(logps.dtype)).sum() / count
         part.loss_sum += float(wm_loss.detach()) * count
-        part.count += count
         part.targets += count
         return wm_loss, count
 

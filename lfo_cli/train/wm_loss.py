@@ -327,6 +327,7 @@ def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torc
         "wm/token_acc": float(correct.sum()) / max(int(count.sum()), 1),
         "wm/examples": float(len(per_example)),
         "wm/target_tokens": float(count.sum()),
+        "wm/correct_tokens": float(correct.sum()),
     }
     return loss, per_example.detach(), metrics
 

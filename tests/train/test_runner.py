@@ -86,7 +86,6 @@ def test_run_dir_layout_and_adapters_load(setup, tmp_path):
     assert set(policy.peft_config) == {"default", "world_model"}
 
 
-
 def test_gradient_accumulation_carries_the_world_model_columns_through_trls_split(setup, tmp_path):
     """With 2 micro-batches per generation TRL shuffles and splits the batch itself: the example column
     and the 0-d world-model total must survive that, in TRL's own loop, and every step is logged."""
@@ -97,6 +96,7 @@ def test_gradient_accumulation_carries_the_world_model_columns_through_trls_spli
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["steps"] == 2
     assert steps_logged(out) == [1, 2]
+
 
 def test_kill_and_resume_continue_without_gap(setup, tmp_path):
     out = tmp_path / "run"
