@@ -210,6 +210,7 @@ class Episode:
         self.internal_errors = 0
         self.success = False
         self._form_turn: int | None = None
+        self.form_fields: tuple[str, ...] = ()  # the known fields the one form asked for (canonical order)
         self._first_call_turn: int | None = None
         self.first_call: str | None = None  # where the first phone call went: one of FIRST_CALL_OUTCOMES
         self.category_counts: dict[str, int] = {}
@@ -239,6 +240,7 @@ class Episode:
             "calls_made": self.turns,
             "phone_calls": self.phone_calls,
             "forms_submitted": self.forms_submitted,
+            "form_fields": list(self.form_fields),
             "auth_before_first_call": self._form_turn is not None
             and (self._first_call_turn is None or self._form_turn < self._first_call_turn),
             "department_order_correct": self.order_violations == 0,
@@ -393,6 +395,7 @@ class Episode:
             out["invalid_fields"] = invalid
         self.forms_submitted += 1
         self._form_turn = self.turns
+        self.form_fields = tuple(sort_fields(wanted))
         return json.dumps(out, ensure_ascii=False), "form"
 
     def _call_outcome(self, ten_digits: bool, hit: tuple[Company, Department] | None) -> str:

@@ -448,16 +448,50 @@ def draw_tasks(companies: dict[str, Company], pool: list[str], split: str, n: in
     return out
 
 
-def fresh_training_tasks(world: WorldData, n: int, seed: int, split: str = "sft") -> list[Task]:
+def fresh_training_tasks(
+    world: WorldData, n: int, seed: int, split: str = "sft", company_ids: list[str] | None = None,
+) -> list[Task]:
     """``n`` new tasks on the training companies (never the held-out ones), outside the world's splits.
 
     For supervised data that must not repeat the RL train tasks or touch val/transfer: new customers,
     services and goals on the same companies. ``split`` must not be one of the world's own splits
-    (its ids would collide with theirs).
+    (its ids would collide with theirs). ``company_ids`` restricts the draw to some training companies.
     """
     if split in SPLITS:
         raise LfoError(f"fresh tasks need their own split name, not one of {SPLITS}")
-    return draw_tasks(world.companies, sorted(world.train_company_ids), split, n, seed)
+    pool = sorted(world.train_company_ids)
+    if company_ids is not None:
+        unknown = sorted(set(company_ids) - set(pool))
+        if unknown:
+            raise LfoError(f"not training companies of this world: {', '.join(unknown[:5])}")
+        pool = sorted(set(company_ids))
+    return draw_tasks(world.companies, pool, split, n, seed)
+
+
+def fresh_heldout_tasks(world: WorldData, n: int, seed: int, split: str = "heldoutfresh") -> list[Task]:
+    """``n`` new tasks on the held-out companies (the transfer split's companies), outside the world's
+    splits: more distinct tasks per difficulty than the transfer split's ``n/5``."""
+    if split in SPLITS:
+        raise LfoError(f"fresh tasks need their own split name, not one of {SPLITS}")
+    if not world.heldout_company_ids:
+        raise LfoError("this world has no held-out companies (gen-env --heldout-fraction 0)")
+    return draw_tasks(world.companies, sorted(world.heldout_company_ids), split, n, seed)
+
+
+def select_companies(world: WorldData, spec: int | list[str] | None) -> list[str] | None:
+    """Training companies a study restricts itself to: ``None`` = all; a list = those ids (checked); an
+    int ``k`` = ``k`` of them drawn with the world's seed alone, so every run on a world gets the same."""
+    pool = sorted(world.train_company_ids)
+    if spec is None:
+        return None
+    if isinstance(spec, int):
+        if not 1 <= spec <= len(pool):
+            raise LfoError(f"data.companies must be in 1..{len(pool)} (this world's training companies), got {spec}")
+        return sorted(sub_rng(world.seed, "study-companies").sample(pool, spec))
+    unknown = sorted(set(spec) - set(pool))
+    if unknown:
+        raise LfoError(f"data.companies: not training companies of this world: {', '.join(unknown[:5])}")
+    return sorted(set(spec))
 
 
 def generate_world(

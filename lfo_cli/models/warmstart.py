@@ -335,7 +335,7 @@ def stratified_tasks(tasks: list, n: int) -> list:
 
 
 # Episode info fields kept per evaluated episode (behaviour metrics of transfer-eval and validation).
-BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted",
+BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted", "form_fields",
                     "invalid_tool_calls", "first_call")
 
 

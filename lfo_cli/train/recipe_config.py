@@ -40,6 +40,13 @@ class DataSection:
                   "seed, difficulties balanced, then filtered by min/max_difficulty) instead of the world's "
                   "train split, which the warm start imitated and partly memorised; 0 = the train split."},
     )
+    companies: int | list[str] | None = field(
+        default=None,
+        metadata={"help": "Restrict fresh training tasks and fresh validation tasks to some training companies: "
+                  "a list of company ids, or k = k of them drawn with the world's seed (the same k for every run "
+                  "on a world). Few companies make each company exception recur often enough for RL to learn it "
+                  "(docs/study.md); null = all training companies."},
+    )
 
     def __post_init__(self):
         if self.fresh_tasks < 0:
@@ -51,6 +58,10 @@ class DataSection:
             )
         if self.max_tasks is not None and self.max_tasks < 1:
             raise LfoError(f"data.max_tasks must be >= 1, got {self.max_tasks}")
+        if self.companies is not None and not self.fresh_tasks:
+            raise LfoError("data.companies needs data.fresh_tasks > 0 (the world's train split spans all companies)")
+        if isinstance(self.companies, int) and self.companies < 1:
+            raise LfoError(f"data.companies must be >= 1, got {self.companies}")
 
 
 @dataclass
@@ -111,7 +122,27 @@ class EvalSection:
                   "split, whose 20 tasks per difficulty cap how small an effect a run can resolve; 0 = the val split."},
     )
 
+    heldout_tasks: int = field(
+        default=0,
+        metadata={"help": "Also evaluate on this many freshly drawn tasks of the held-out companies (the transfer "
+                  "split's, never trained on: a control for habits that are not company-specific, and the transfer "
+                  "measure), at eval.heldout_difficulties, each eval.samples_per_task times; `heldout/...` metrics. "
+                  "0 = off."},
+    )
+    heldout_difficulties: list[int] = field(
+        default_factory=lambda: [1, 2], metadata={"help": "Difficulties of the held-out evaluation."})
+    heldout_every: int = field(
+        default=0,
+        metadata={"help": "Evaluate the held-out tasks every N steps; 0 = only at step 0 and at the end."},
+    )
+
     def __post_init__(self):
+        if self.heldout_tasks < 0 or self.heldout_every < 0:
+            raise LfoError("eval.heldout_tasks and eval.heldout_every must be >= 0")
+        if not self.heldout_difficulties or any(not 1 <= d <= 5 for d in self.heldout_difficulties):
+            raise LfoError(f"eval.heldout_difficulties must be a non-empty list of values in 1..5, "
+                           f"got {self.heldout_difficulties}")
+        self.heldout_difficulties = sorted(set(self.heldout_difficulties))
         if self.fresh_tasks < 0:
             raise LfoError(f"eval.fresh_tasks must be >= 0, got {self.fresh_tasks}")
         if self.every < 0 or self.num_tasks < 1 or self.save_trajectories_every < 0:

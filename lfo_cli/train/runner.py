@@ -64,33 +64,48 @@ class RunLog(TrainerCallback):
 
 
 class Validation(TrainerCallback):
-    """Validation success on the same val tasks and sampling seeds every `every` steps, at step 0 and at
-    the end. Step 0 is the warm start itself (LoRA B starts at zero), so every evaluation is a paired
-    comparison with it: `validation/step_N.json` keeps the per-episode outcomes for `vs_start`."""
+    """Validation success on the same tasks and sampling seeds every `every` steps, at step 0 and at the
+    end. Step 0 is the warm start itself (LoRA B starts at zero), so every evaluation is a paired
+    comparison with it: `validation/step_N.json` keeps the per-episode outcomes for `vs_start`.
+
+    ``heldout`` (optional) is a second task set, on companies training never draws from, evaluated at
+    step 0, at the end and every ``heldout_every`` steps (0: only those two): `heldout/...` metrics and
+    `validation/heldout_step_N.json`."""
 
     def __init__(self, run_dir: Path, world, tasks: list, tokenizer, every: int, temperature: float,
-                 seed: int, save_every: int, max_turns: int, tasks_seen=None):
+                 seed: int, save_every: int, max_turns: int, tasks_seen=None, heldout: list | None = None,
+                 heldout_every: int = 0):
         self.run_dir, self.world, self.tasks, self.tokenizer = Path(run_dir), world, tasks, tokenizer
         self.every, self.temperature, self.seed = every, temperature, seed
         self.tasks_seen, self.save_every, self.max_turns = tasks_seen, save_every, max_turns
+        self.heldout, self.heldout_every = heldout or [], heldout_every
         self.last: dict[str, float] = {}
         self.last_step = -1
 
-    def evaluate(self, model, step: int) -> dict[str, float]:
-        from lfo_cli.eval.transfer import episode_outcomes
+    def _play(self, model, tasks: list) -> dict:
         from lfo_cli.models.warmstart import evaluate_agent
+
+        return evaluate_agent(model, self.tokenizer, self.world, tasks, temperature=self.temperature,
+                              max_turns=self.max_turns, seed=self.seed)
+
+    def evaluate(self, model, step: int, final: bool = False) -> dict[str, float]:
+        from lfo_cli.eval.transfer import episode_outcomes
         from lfo_cli.train.adapters import POLICY, activate
 
         activate(model, POLICY)
         was_training = model.training
-        result = evaluate_agent(model, self.tokenizer, self.world, self.tasks, temperature=self.temperature,
-                                max_turns=self.max_turns, seed=self.seed)
+        result = self._play(model, self.tasks)
+        row = validation_metrics(result, world=self.world)
+        atomic_write_json(self.run_dir / "validation" / f"step_{step}.json",
+                          {"step": step, "outcomes": episode_outcomes(result), "episodes": _episode_records(result)})
+        if self.heldout and (step == 0 or final or (self.heldout_every and step % self.heldout_every == 0)):
+            held = self._play(model, self.heldout)
+            row.update(validation_metrics(held, prefix="heldout", world=self.world))
+            atomic_write_json(self.run_dir / "validation" / f"heldout_step_{step}.json",
+                              {"step": step, "outcomes": episode_outcomes(held), "episodes": _episode_records(held)})
         if was_training:
             model.train()
-        row = validation_metrics(result)
         self.last, self.last_step = row, step
-        atomic_write_json(self.run_dir / "validation" / f"step_{step}.json",
-                          {"step": step, "outcomes": episode_outcomes(result)})
         append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, "tasks_seen": self.tasks_seen(step), **row})
         if self.save_every and step % self.save_every == 0:
             atomic_write_jsonl(self.run_dir / "trajectories" / f"step_{step}.jsonl", result["samples"])
@@ -102,22 +117,33 @@ class Validation(TrainerCallback):
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.every and state.is_world_process_zero and state.global_step % self.every == 0:
-            self.evaluate(model, state.global_step)
+            self.evaluate(model, state.global_step, final=state.global_step >= args.max_steps)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         # max_steps not a multiple of `every` (or a resume past the last evaluation): measure the final policy.
         if self.every and state.is_world_process_zero and self.last_step != state.global_step:
-            self.evaluate(model, state.global_step)
+            self.evaluate(model, state.global_step, final=True)
 
 
-def vs_start(run_dir: Path, step: int, seed: int = 0) -> dict[str, float]:
-    """Final validation vs step 0 (the warm start), paired per episode: `val/vs_start/...`. Empty when
-    either evaluation is missing (eval.every = 0) or they cover different episodes."""
+# Per-episode fields a validation file keeps besides the outcome: enough to recompute every `val/...`
+# behaviour and form measure offline (lfo report) without the run's weights.
+EPISODE_RECORD_FIELDS = ("task_id", "difficulty", "success", "turns", "form_fields", "first_call", "phone_calls")
+
+
+def _episode_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: e[k] for k in EPISODE_RECORD_FIELDS if k in e} for e in result["episodes"]]
+
+
+def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = "val") -> dict[str, float]:
+    """Final validation vs step 0 (the warm start), paired per episode: `val/vs_start/...` (``prefix``
+    "heldout": the held-out evaluation's files). Empty when either evaluation is missing (eval.every = 0)
+    or they cover different episodes."""
     import math
 
     from lfo_cli.eval.stats import paired_test
 
-    paths = [Path(run_dir) / "validation" / f"step_{s}.json" for s in (0, step)]
+    stem = "step" if prefix == "val" else f"{prefix}_step"
+    paths = [Path(run_dir) / "validation" / f"{stem}_{s}.json" for s in (0, step)]
     if step <= 0 or not all(p.is_file() for p in paths):
         return {}
     start, final = (read_json(p)["outcomes"] for p in paths)
@@ -127,7 +153,7 @@ def vs_start(run_dir: Path, step: int, seed: int = 0) -> dict[str, float]:
     test.pop("ttest_p")  # 0/1 outcomes: the Wilcoxon (sign) test is the one to read
     row = {"start_success": sum(o for _, o in start) / len(start),
            "final_success": sum(o for _, o in final) / len(final), **test}
-    return {f"val/vs_start/{k}": v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+    return {f"{prefix}/vs_start/{k}": v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
 
 
 TREND_METRICS = ("wm/token_acc", "losses/wm", "reward")
@@ -150,29 +176,34 @@ def trends(run_dir: Path, window: int = 10) -> dict[str, float]:
     return out
 
 
-def validation_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """`val/...` metrics from an evaluate_agent result (success overall and by difficulty, behaviour)."""
+def validation_metrics(result: dict[str, Any], prefix: str = "val", world=None) -> dict[str, float]:
+    """`val/...` metrics from an evaluate_agent result (success overall and by difficulty, behaviour;
+    with ``world``, the form measures of :func:`lfo_cli.env.specificity.form_specificity`)."""
     episodes, turns = result["episodes"], result["turns"]
     row: dict[str, float] = {}
     if episodes:
-        row["val/success"] = sum(e["success"] for e in episodes) / len(episodes)
-        row["val/turns"] = sum(e["turns"] for e in episodes) / len(episodes)
+        row[f"{prefix}/success"] = sum(e["success"] for e in episodes) / len(episodes)
+        row[f"{prefix}/turns"] = sum(e["turns"] for e in episodes) / len(episodes)
         for d in sorted({e["difficulty"] for e in episodes}):
             sub = [e for e in episodes if e["difficulty"] == d]
-            row[f"val/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
+            row[f"{prefix}/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
     from lfo_cli.models.warmstart import summarize_eval
 
     summary = summarize_eval(result)  # the warm start's definitions, so both evaluations read alike
     if any(not t.get("final_reply") for t in turns):  # "Done." is not a call
-        row["val/valid_tool_call_rate"] = summary["eval/valid_tool_call_rate"]
+        row[f"{prefix}/valid_tool_call_rate"] = summary["eval/valid_tool_call_rate"]
     if "eval/first_call/right_department" in summary:  # the department decision, apart from copying
-        row["val/first_call_right"] = summary["eval/first_call/right_department"]
-    for key, name in (("auth_before_first_call", "val/auth_before_call"), ("department_order_correct", "val/order_correct"),
-                      ("phone_calls", "val/calls_per_task"), ("forms_submitted", "val/forms"),
-                      ("invalid_tool_calls", "val/invalid_calls")):
+        row[f"{prefix}/first_call_right"] = summary["eval/first_call/right_department"]
+    for key, name in (("auth_before_first_call", "auth_before_call"), ("department_order_correct", "order_correct"),
+                      ("phone_calls", "calls_per_task"), ("forms_submitted", "forms"),
+                      ("invalid_tool_calls", "invalid_calls")):
         values = [float(e[key]) for e in episodes if key in e]
         if values:
-            row[name] = sum(values) / len(values)
+            row[f"{prefix}/{name}"] = sum(values) / len(values)
+    if world is not None and episodes and all("form_fields" in e for e in episodes):
+        from lfo_cli.env.specificity import form_specificity
+
+        row.update({f"{prefix}/{k}": v for k, v in form_specificity(world, episodes).items()})
     return row
 
 
@@ -202,15 +233,17 @@ def save_adapters(model, run_dir: Path) -> None:
 
 
 def training_tasks(world, data, seed: int) -> list:
-    """The RL training tasks: the world's train split, or ``data.fresh_tasks`` newly drawn ones (then
-    registered in ``world`` so the environment resolves their ids), filtered by difficulty, capped."""
-    from lfo_cli.env.world import fresh_training_tasks
+    """The RL training tasks: the world's train split, or ``data.fresh_tasks`` newly drawn ones (on
+    ``data.companies`` when set; then registered in ``world`` so the environment resolves their ids),
+    filtered by difficulty, capped."""
+    from lfo_cli.env.world import fresh_training_tasks, select_companies
 
     pool = world.tasks["train"]
     if data.fresh_tasks:
         # New tasks on the training companies: the warm start never saw them, so train reward measures
         # the skill (reading the directory, copying values), not recall of imitated episodes.
-        pool = fresh_training_tasks(world, data.fresh_tasks, seed=seed, split="rl")
+        pool = fresh_training_tasks(world, data.fresh_tasks, seed=seed, split="rl",
+                                    company_ids=select_companies(world, data.companies))
         world.register_tasks(pool)
     tasks = [t for t in pool if data.min_difficulty <= t.difficulty <= data.max_difficulty]
     if not tasks:
@@ -221,21 +254,42 @@ def training_tasks(world, data, seed: int) -> list:
 VAL_FRESH_SPLIT = "valfresh"
 
 
-def validation_pool(world, ev) -> list:
+def validation_pool(world, ev, companies: list[str] | None = None) -> list:
     """The tasks validation draws from: the world's val split, or ``eval.fresh_tasks`` newly drawn ones on
     the training companies (split ``valfresh``, seeded by the world's seed alone: the same for every run
-    and training seed on a world, and apart from the ``rl``/``sft`` draws), filtered by difficulty."""
+    and training seed on a world, and apart from the ``rl``/``sft`` draws), filtered by difficulty;
+    ``companies`` (the study's subset, `data.companies`) restricts both to those companies."""
     from lfo_cli.env.world import fresh_training_tasks
 
     pool = world.tasks["val"]
     if ev.fresh_tasks:
-        pool = fresh_training_tasks(world, ev.fresh_tasks, seed=world.seed, split=VAL_FRESH_SPLIT)
+        pool = fresh_training_tasks(world, ev.fresh_tasks, seed=world.seed, split=VAL_FRESH_SPLIT, company_ids=companies)
         world.register_tasks(pool)
+    elif companies is not None:
+        pool = [t for t in pool if t.company_id in set(companies)]
     pool = [t for t in pool if not ev.difficulties or t.difficulty in ev.difficulties]
     if not pool:
         source = f"{ev.fresh_tasks} fresh val tasks" if ev.fresh_tasks else "the val split"
         raise LfoError(f"no validation tasks at difficulty {ev.difficulties} in {source}")
     return pool
+
+
+HELDOUT_FRESH_SPLIT = "heldoutfresh"
+
+
+def heldout_pool(world, ev) -> list:
+    """``eval.heldout_tasks`` fresh tasks of the held-out companies at ``eval.heldout_difficulties``
+    (seeded by the world's seed alone: the same for every run on a world)."""
+    from lfo_cli.env.world import DIFFICULTIES, fresh_heldout_tasks
+    from lfo_cli.models.warmstart import stratified_tasks
+
+    if not ev.heldout_tasks:
+        return []
+    # draw_tasks balances all five difficulties; draw enough that the kept ones number heldout_tasks.
+    n = -(-ev.heldout_tasks * len(DIFFICULTIES) // len(ev.heldout_difficulties))
+    pool = fresh_heldout_tasks(world, n, seed=world.seed, split=HELDOUT_FRESH_SPLIT)
+    world.register_tasks(pool)
+    return stratified_tasks([t for t in pool if t.difficulty in ev.heldout_difficulties], ev.heldout_tasks)
 
 
 def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> dict:
@@ -276,12 +330,17 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 
     dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty) for t in tasks])
-    val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval), cfg.eval.num_tasks)
+    from lfo_cli.env.world import select_companies
+
+    companies = select_companies(world, cfg.data.companies)
+    val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval, companies), cfg.eval.num_tasks)
                  for _ in range(cfg.eval.samples_per_task)]
+    heldout_tasks = [t for t in heldout_pool(world, cfg.eval) for _ in range(cfg.eval.samples_per_task)]
     callbacks = [
         RunLog(out_dir),
         Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,
-                   cfg.eval.save_trajectories_every, args.max_tool_calling_iterations),
+                   cfg.eval.save_trajectories_every, args.max_tool_calling_iterations,
+                   heldout=heldout_tasks, heldout_every=cfg.eval.heldout_every),
     ]
     trainer = DualLoRAGRPOTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
@@ -310,6 +369,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
         "resumed_from": checkpoint,
         **{k: v for k, v in callbacks[1].last.items()},
         **vs_start(out_dir, trainer.state.global_step, cfg.seed),
+        **vs_start(out_dir, trainer.state.global_step, cfg.seed, prefix="heldout"),
         **trends(out_dir),
     }
     summary["figures"] = write_run_figures(out_dir)

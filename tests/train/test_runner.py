@@ -58,7 +58,9 @@ def test_run_dir_layout_and_adapters_load(setup, tmp_path):
     out = tmp_path / "run"
     # Validation every 2 of 3 steps on 2 tasks x 2 samples of difficulties 1-2: evaluations at 0, 2 and
     # (max_steps not a multiple of `every`) at the end.
-    validation = ["eval.every=2", "eval.num_tasks=2", "eval.samples_per_task=2", "eval.difficulties=[1,2]"]
+    # A held-out control of 2 tasks at the start and the end; training and validation on 3 companies.
+    validation = ["eval.every=2", "eval.num_tasks=2", "eval.samples_per_task=2", "eval.difficulties=[1,2]",
+                  "eval.heldout_tasks=2", "data.companies=3", "data.fresh_tasks=30", "eval.fresh_tasks=30"]
     cmd = train_cmd(setup, out, 3)
     for item in validation:
         cmd += ["--set", item]
@@ -68,7 +70,11 @@ def test_run_dir_layout_and_adapters_load(setup, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["seed"] == 0 and "torch" in run["versions"] and run["recipe"] == "dual_lora_micro"
     assert steps_logged(out) == [1, 2, 3]
-    assert sorted(p.name for p in (out / "validation").iterdir()) == ["step_0.json", "step_2.json", "step_3.json"]
+    assert sorted(p.name for p in (out / "validation").iterdir()) == [
+        "heldout_step_0.json", "heldout_step_3.json", "step_0.json", "step_2.json", "step_3.json"]
+    assert summary["heldout/vs_start/n"] == 4 and "heldout/success/d2" in summary
+    episodes = json.loads((out / "validation" / "step_2.json").read_text())["episodes"]
+    assert len(episodes) == 4 and all("form_fields" in e and "difficulty" in e for e in episodes)
     start = json.loads((out / "validation" / "step_0.json").read_text())["outcomes"]
     final = json.loads((out / "validation" / "step_3.json").read_text())["outcomes"]
     assert len(start) == 4 and [t for t, _ in start] == [t for t, _ in final]
@@ -292,3 +298,29 @@ def test_validation_pool_fresh_tasks_are_the_worlds_not_the_runs():
         EvalSection(fresh_tasks=-1)
     with pytest.raises(LfoError, match="no validation tasks"):
         validation_pool(world(), EvalSection(fresh_tasks=3, difficulties=[5]))  # 3 draws: difficulties 1-3 only
+
+
+def test_company_subset_restricts_training_and_validation_but_not_the_heldout_control():
+    from lfo_cli.env import generate_world
+    from lfo_cli.env.world import select_companies
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.recipe_config import DataSection, EvalSection
+    from lfo_cli.train.runner import heldout_pool, training_tasks, validation_pool
+
+    world = generate_world(num_companies=14, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.3, seed=3)
+    data = DataSection(fresh_tasks=100, companies=2, max_difficulty=2)
+    subset = set(select_companies(world, 2))
+    train = training_tasks(world, data, seed=0)
+    assert {t.company_id for t in train} == subset and {t.difficulty for t in train} == {1, 2}
+    val = validation_pool(world, EvalSection(fresh_tasks=50, difficulties=[2]), sorted(subset))
+    assert {t.company_id for t in val} == subset and {t.difficulty for t in val} == {2}
+    split = validation_pool(world, EvalSection(), sorted(subset))  # the val split, filtered to the subset
+    assert split and {t.company_id for t in split} <= subset
+    held = heldout_pool(world, EvalSection(heldout_tasks=9, heldout_difficulties=[1, 2]))
+    assert len(held) == 9 and {t.company_id for t in held} <= world.heldout_company_ids
+    assert {t.difficulty for t in held} == {1, 2} and all(world.task(t.task_id) is t for t in held)
+    assert heldout_pool(world, EvalSection()) == []
+    with pytest.raises(LfoError, match="data.companies needs data.fresh_tasks"):
+        DataSection(companies=3)
+    with pytest.raises(LfoError, match="eval.heldout"):
+        EvalSection(heldout_tasks=-1)
