@@ -62,6 +62,12 @@ class NoiseConfig:
 
     epsilon: float = field(default=0.0, metadata={"help": "Probability of replacing an action by a random one."})
     field_dropout: float = field(default=0.0, metadata={"help": "Probability of dropping each field from the form."})
+    field_extra: float = field(
+        default=0.0,
+        metadata={"help": "Probability that the form also asks for one field drawn uniformly from those the policy "
+                  "did not ask for (within the 6-field cap): forms beyond the industry prior, without knowing any "
+                  "company's exception, so that RL from an imitator can come upon an exception field at all."},
+    )
     slip: float = field(
         default=0.0,
         metadata={"help": "Probability that a search or phone call is first made with a copy slip (a mistyped "
@@ -72,10 +78,10 @@ class NoiseConfig:
 
     @property
     def active(self) -> bool:
-        return self.epsilon > 0 or self.field_dropout > 0 or self.slip > 0
+        return self.epsilon > 0 or self.field_dropout > 0 or self.slip > 0 or self.field_extra > 0
 
     def __post_init__(self) -> None:
-        for name in ("epsilon", "field_dropout", "slip"):
+        for name in ("epsilon", "field_dropout", "slip", "field_extra"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise LfoError(f"NoiseConfig.{name} must be in [0, 1], got {v}")
@@ -345,6 +351,11 @@ class NoisyPolicy(Policy):
         if action is not None and action.tool == "auth_info_form" and self.noise.field_dropout > 0:
             kept = [f for f in action.args["fields"] if self.rng.random() >= self.noise.field_dropout]
             action = Action(action.tool, {"fields": kept or action.args["fields"][:1]})
+        # Drawn only when enabled, so the random stream (and every warm start built without it) is unchanged.
+        if (action is not None and action.tool == "auth_info_form" and self.noise.field_extra > 0
+                and len(action.args["fields"]) < cat.MAX_FORM_FIELDS and self.rng.random() < self.noise.field_extra):
+            unasked = [f for f in cat.FIELDS if f not in action.args["fields"]]
+            action = Action(action.tool, {"fields": [*action.args["fields"], self.rng.choice(unasked)]})
         if (action is not None and self.noise.slip > 0 and action.tool in ("search_company", "make_phone_call")
                 and self.rng.random() < self.noise.slip):
             slipped = self._slipped(action)

@@ -101,6 +101,12 @@ class DataSection:
     field_dropout: float = field(
         default=0.1, metadata={"help": "Probability of dropping each field from the policy's form (wrong guesses)."}
     )
+    field_extra: float = field(
+        default=0.0,
+        metadata={"help": "Probability that the teacher's form also asks for one random field it would not ask for: "
+                  "a warm start whose forms sometimes go beyond the industry prior, so that RL can find a company "
+                  "exception's field (it still knows no exception)."},
+    )
     slip: float = field(
         default=0.0,
         metadata={"help": "Probability that the teacher first makes a search or call with a copy slip (mistyped "
@@ -128,7 +134,8 @@ class DataSection:
         """The teacher's :class:`~lfo_cli.env.policies.NoiseConfig` (SFT data and the teacher baseline)."""
         from lfo_cli.env.policies import NoiseConfig
 
-        return NoiseConfig(epsilon=self.epsilon, field_dropout=self.field_dropout, slip=self.slip)
+        return NoiseConfig(epsilon=self.epsilon, field_dropout=self.field_dropout, slip=self.slip,
+                           field_extra=self.field_extra)
 
     def __post_init__(self) -> None:
         if self.rollouts_per_task < 1:
@@ -137,7 +144,7 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
-        for name in ("epsilon", "field_dropout", "slip"):
+        for name in ("epsilon", "field_dropout", "slip", "field_extra"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise LfoError(f"data.{name} must be in [0, 1], got {v}")
@@ -738,7 +745,7 @@ def _resolve_cfg(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[str]
 
 # Options added after warm starts were cached, with the value that reproduces the old data bit for bit:
 # left out of the key at that value, so adding an option does not invalidate every cached base.
-NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {"data": {"slip": 0.0, "imitate_random": True}}
+NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {"data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0}}
 
 
 def warmstart_key(cfg: WarmStartConfig) -> str:
