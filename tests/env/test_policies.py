@@ -119,3 +119,31 @@ def test_random_policy_is_plausible_but_hopeless(world):
     cats = {c for tr in trajs for t in tr.transitions for c in [t.category]}
     assert {"directory", "form", "auth_failure", "routing_violation", "unknown_number", "bad_request"} <= cats
     assert sum(tr.reward for tr in trajs) / len(trajs) < 0.05
+
+
+def test_field_extra_adds_one_unasked_field_and_draws_nothing_when_off(world):
+    from lfo_cli.env import catalogue as cat
+
+    ep = Episode(world)
+    tasks = [t for t in world.tasks["train"] if t.difficulty in (1, 2)][:80]
+    base = NoiseConfig(epsilon=0.1, field_dropout=0.1)
+    plain = [run_episode(ep, "prior", t, i, noise=base) for i, t in enumerate(tasks)]
+    # field_extra 0 draws nothing: trajectories equal those made before the option existed
+    off = [run_episode(ep, "prior", t, i, noise=NoiseConfig(epsilon=0.1, field_dropout=0.1, field_extra=0.0))
+           for i, t in enumerate(tasks)]
+    assert [t.to_dict() for t in off] == [t.to_dict() for t in plain]
+
+    def form(traj):
+        return next((tr.action["args"]["fields"] for tr in traj.transitions if tr.action["tool"] == "auth_info_form"), None)
+
+    clean = [form(run_episode(ep, "prior", t, i)) for i, t in enumerate(tasks)]
+    extra = [form(run_episode(ep, "prior", t, i, noise=NoiseConfig(field_extra=0.5))) for i, t in enumerate(tasks)]
+    grown = 0
+    for c, e in zip(clean, extra, strict=True):
+        assert e[: len(c)] == c  # the policy's own fields first, unchanged
+        if len(e) > len(c):
+            grown += 1
+            assert len(e) == len(c) + 1 and e[-1] in cat.FIELDS and e[-1] not in c
+    assert 0.3 * len(tasks) < grown < 0.7 * len(tasks)  # about half the forms
+    with pytest.raises(LfoError, match="field_extra"):
+        NoiseConfig(field_extra=1.5)
