@@ -1,0 +1,105 @@
+"""The observation-study section of `lfo report` on hand-made run dirs with known answers."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lfo_cli.report.build import build_report
+
+SEEDS = (0, 1, 2, 3)
+
+
+def _run(root: Path, name: str, seed: int, coef: float, coupling: str, slope: float, offset: float) -> None:
+    """d2 success = 0.05 + offset + slope x tasks/600 at tasks 0, 100, ..., 600; held-out and form rows."""
+    run = root / name
+    run.mkdir(parents=True)
+    cfg = {"kind": "grpo", "seed": seed, "model": {"name": "micro"}, "wm": {"coef": coef, "coupling": coupling},
+           "trainer": {"max_steps": 6}}
+    (run / "recipe.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    (run / "run.json").write_text(json.dumps({"seed": seed, "config": cfg, "kind": "grpo"}))
+    rows = []
+    for step in range(7):
+        x = 100 * step
+        d2 = 0.05 + offset + slope * x / 600
+        row = {"step": step, "tasks_seen": x, "val/success": (d2 + 0.3) / 2, "val/success/d1": 0.3, "val/success/d2": d2,
+               "val/form_size": 2.0 + 0.1 * step, "val/exception_field_own": 0.05 + slope * x / 600,
+               "val/exception_field_other": 0.02}
+        if step in (0, 6):
+            row.update({"heldout/success/d1": 0.3, "heldout/success/d2": 0.0})
+        rows.append(row)
+        if step:
+            rows.append({"step": step, "tasks_seen": x, "reward": 0.1, "losses/policy": 0.1})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "summary.json").write_text(json.dumps({"status": "complete", "steps": 6}))
+
+
+@pytest.fixture()
+def study_runs(tmp_path):
+    root = tmp_path / "runs"
+    for s in SEEDS:
+        _run(root, f"base_s{s}", s, 0.0, "separate", slope=0.2, offset=0.01 * s)
+        _run(root, f"stacked_s{s}", s, 0.5, "stacked", slope=0.4, offset=0.01 * s)  # twice as fast
+        _run(root, f"separate_s{s}", s, 0.5, "separate", slope=0.2, offset=0.01 * s + (0.01 if s % 2 else -0.01))
+    return root
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    with path.open(newline="") as fh:
+        return {r["condition"]: r for r in csv.DictReader(fh)}
+
+
+def test_study_section_numbers_and_sentences(study_runs, tmp_path):
+    out = tmp_path / "report"
+    summary = build_report([study_runs], out)
+    study = summary["study"]
+    # threshold = baseline mean start + half its mean gain = (0.05 + mean offset) + 0.1
+    assert study["threshold"] == pytest.approx(0.05 + 0.015 + 0.1)
+    comp = _rows(out / "study_comparisons.csv")
+    stacked = next(v for k, v in comp.items() if "stacked" in k)
+    separate = next(v for k, v in comp.items() if "stacked" not in k)
+    # AUC: mean of a linear curve = its midpoint; stacked gains twice as much: +0.1 on every seed pair
+    assert float(stacked["auc_diff"]) == pytest.approx(0.1)
+    assert float(stacked["auc_low"]) == pytest.approx(0.1) and float(stacked["auc_high"]) == pytest.approx(0.1)
+    assert float(stacked["p_improvement"]) == 1.0 and int(stacked["pairs"]) == 4
+    # smoothed (trailing mean of 3), the threshold 0.165 is reached by the baseline at 500, 500, 400, 400 tasks
+    # (offsets 0, .01, .02, .03) and by stacked at 300 on every seed: ratios 5/3, 5/3, 4/3, 4/3, geometric mean
+    assert float(stacked["ratio"]) == pytest.approx((5 / 3 * 4 / 3) ** 0.5, rel=1e-5)  # CSV: 6 digits
+    assert float(stacked["ratio_low"]) < float(stacked["ratio"]) < float(stacked["ratio_high"])
+    assert int(stacked["censored_baseline"]) == 0 and int(stacked["censored_treatment"]) == 0
+    # the placebo: +-0.01 around the baseline, mean difference 0 -> no effect detected
+    assert float(separate["auc_diff"]) == pytest.approx(0.0, abs=1e-12)
+    assert float(separate["auc_low"]) < 0 < float(separate["auc_high"]) and float(separate["auc_mde"]) > 0
+    index = (out / "index.md").read_text()
+    assert "learns the d2 exceptions faster than the baseline" in index
+    assert "no effect detected on d2 learning speed" in index
+    assert "## The observation study" in index and "![study curves](study_curves.png)" in index
+    runs = list(csv.DictReader((out / "study_runs.csv").open()))
+    assert len(runs) == 12 and {r["heldout_d2_final"] for r in runs} == {"0"}
+    for name in ("study_curves.png", "study_curves.csv", "study_specificity.csv"):
+        assert (out / name).is_file()
+
+
+def test_study_report_is_identical_on_rerun(study_runs, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    build_report([study_runs], a)
+    build_report([study_runs], b)
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir()) and "study_comparisons.csv" in names
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_undefined_threshold_is_said_when_the_baseline_does_not_gain(tmp_path):
+    root = tmp_path / "runs"
+    for s in SEEDS[:2]:
+        _run(root, f"base_s{s}", s, 0.0, "separate", slope=0.0, offset=0.0)
+        _run(root, f"stacked_s{s}", s, 0.5, "stacked", slope=0.2, offset=0.0)
+    summary = build_report([root], tmp_path / "report")
+    assert summary["study"]["threshold"] is None  # nan -> None in JSON
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert "undefined (threshold undefined: the baseline did not gain on d2)" in index
