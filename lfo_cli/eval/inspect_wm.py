@@ -121,24 +121,10 @@ def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int
 
 
 def _generate(model, tokenizer, prompts: list[str], max_length: int, max_new_tokens: int) -> list[str]:
-    """Greedy continuation of each world-model input (left-padded batch), cut at ``<|/csr|>``."""
-    import torch
+    """Greedy continuation of each world-model input, cut at ``<|/csr|>`` (the trainer's probe does the same)."""
+    from lfo_cli.train.wm_probe import generate_replies
 
-    from lfo_cli.env.formatting import CSR_CLOSE
-
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    try:
-        enc = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True,
-                        max_length=max_length, add_special_tokens=False)
-    finally:
-        tokenizer.padding_side = side
-    enc = enc.to(model.device)
-    with torch.no_grad():
-        out = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
-                             pad_token_id=tokenizer.pad_token_id)
-    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    return [t.split(CSR_CLOSE)[0] + (CSR_CLOSE if CSR_CLOSE in t else "") for t in texts]
+    return generate_replies(model, tokenizer, prompts, max_length, max_new_tokens, batch_size=max(1, len(prompts)))
 
 
 def probe_scores(model, tokenizer, world, companies: int = 50, seed: int = 0, max_length: int = 512,

@@ -33,6 +33,7 @@ THRESHOLD_FRACTION = 0.5  # the reachable threshold: baseline start + this x the
 ABSOLUTE = (0.5, 0.7, 0.9)
 SPECIFICITY = ("val/form_size", "val/exception_field_own", "val/exception_field_other")
 HELDOUT = ("heldout/success/d1", "heldout/success/d2")
+WM_SEMANTIC = "val/wm_semantic_acc"
 
 
 @dataclass
@@ -246,4 +247,28 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                   "trained on: d2 there is solvable only by probing (calling before the one form), so a gain there is "
                   "a habit, not the companies' exceptions.\n")
     rep.md.append("\n".join(lines) + "\n\nData: `study_specificity.csv`, `study_runs.csv`.\n")
-    rep.summary["study"] = {"baseline": base, "threshold": threshold, "comparisons": comp_rows, "sentences": sentences}
+
+    # ---- RQ4: world-model semantic accuracy vs the policy's next d2 gain -------------------------
+    points = []
+    for c, ss in runs.items():
+        for s in ss:
+            rows_ = sorted((r for r in s.run.rows if D2 in r and "tasks_seen" in r), key=lambda r: r["step"])
+            for now, nxt in zip(rows_, rows_[1:], strict=False):
+                if finite(now.get(WM_SEMANTIC)):
+                    points.append({"condition": c, "seed": s.seed, "step": now["step"], "tasks_seen": now["tasks_seen"],
+                                   "wm_semantic_acc": now[WM_SEMANTIC], "next_d2_gain": nxt[D2] - now[D2]})
+    rep.md.append("### World-model accuracy vs the policy's learning (the design's research question 4)\n")
+    corr = stats.pearson_with_ci([p["wm_semantic_acc"] for p in points], [p["next_d2_gain"] for p in points])
+    if points:
+        W.csv("study_wm_vs_gain.csv", pd.DataFrame(points))
+    if corr.n >= 4 and finite(corr.r):
+        rep.md.append(f"Semantic accuracy of the world model's predicted reply to the prior's call at an exception "
+                      f"department (does it name the right fields?) at each evaluation, against the policy's d2 gain "
+                      f"until the next evaluation, over every run and evaluation with a world model: Pearson r = "
+                      f"{num(corr.r)} [{num(corr.low)}, {num(corr.high)}], p {num(corr.p)}, n = {corr.n} points "
+                      f"(points of one run are not independent: read the interval as optimistic). "
+                      f"Data: `study_wm_vs_gain.csv`.\n")
+    else:
+        rep.md.append(f"Insufficient points ({corr.n}) with a world-model probe (`{WM_SEMANTIC}`) for a correlation.\n")
+    rep.summary["study"] = {"baseline": base, "threshold": threshold, "comparisons": comp_rows, "sentences": sentences,
+                            "wm_vs_gain": corr.as_dict()}

@@ -74,11 +74,12 @@ class Validation(TrainerCallback):
 
     def __init__(self, run_dir: Path, world, tasks: list, tokenizer, every: int, temperature: float,
                  seed: int, save_every: int, max_turns: int, tasks_seen=None, heldout: list | None = None,
-                 heldout_every: int = 0):
+                 heldout_every: int = 0, wm_probe: list | None = None, wm_adapters: list[str] | None = None):
         self.run_dir, self.world, self.tasks, self.tokenizer = Path(run_dir), world, tasks, tokenizer
         self.every, self.temperature, self.seed = every, temperature, seed
         self.tasks_seen, self.save_every, self.max_turns = tasks_seen, save_every, max_turns
         self.heldout, self.heldout_every = heldout or [], heldout_every
+        self.wm_probe, self.wm_adapters = wm_probe or [], wm_adapters
         self.last: dict[str, float] = {}
         self.last_step = -1
 
@@ -103,6 +104,11 @@ class Validation(TrainerCallback):
             row.update(validation_metrics(held, prefix="heldout", world=self.world))
             atomic_write_json(self.run_dir / "validation" / f"heldout_step_{step}.json",
                               {"step": step, "outcomes": episode_outcomes(held), "episodes": _episode_records(held)})
+        if self.wm_probe and self.wm_adapters:
+            from lfo_cli.train.wm_probe import semantic_accuracy
+
+            row["val/wm_semantic_acc"] = semantic_accuracy(model, self.tokenizer, self.wm_probe, self.wm_adapters)
+        activate(model, POLICY)
         if was_training:
             model.train()
         self.last, self.last_step = row, step
@@ -336,11 +342,17 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval, companies), cfg.eval.num_tasks)
                  for _ in range(cfg.eval.samples_per_task)]
     heldout_tasks = [t for t in heldout_pool(world, cfg.eval) for _ in range(cfg.eval.samples_per_task)]
+    from lfo_cli.train.wm_probe import exception_calls, world_model_adapters
+
+    # The world model's semantic accuracy on the prior's auth-failed calls to exception departments
+    # (val/wm_semantic_acc), for runs that train one.
+    wm_probe = exception_calls(world, list({t.task_id: t for t in val_tasks}.values()), seed=cfg.seed) if cfg.wm.coef > 0 else []
     callbacks = [
         RunLog(out_dir),
         Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,
                    cfg.eval.save_trajectories_every, args.max_tool_calling_iterations,
-                   heldout=heldout_tasks, heldout_every=cfg.eval.heldout_every),
+                   heldout=heldout_tasks, heldout_every=cfg.eval.heldout_every,
+                   wm_probe=wm_probe, wm_adapters=world_model_adapters(cfg.wm.coupling)),
     ]
     trainer = DualLoRAGRPOTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,

@@ -73,6 +73,7 @@ def test_run_dir_layout_and_adapters_load(setup, tmp_path):
     assert sorted(p.name for p in (out / "validation").iterdir()) == [
         "heldout_step_0.json", "heldout_step_3.json", "step_0.json", "step_2.json", "step_3.json"]
     assert summary["heldout/vs_start/n"] == 4 and "heldout/success/d2" in summary
+    assert 0 <= summary["val/wm_semantic_acc"] <= 1  # the world-model probe ran (wm.coef 0.5)
     episodes = json.loads((out / "validation" / "step_2.json").read_text())["episodes"]
     assert len(episodes) == 4 and all("form_fields" in e and "difficulty" in e for e in episodes)
     start = json.loads((out / "validation" / "step_0.json").read_text())["outcomes"]
@@ -324,3 +325,23 @@ def test_company_subset_restricts_training_and_validation_but_not_the_heldout_co
         DataSection(companies=3)
     with pytest.raises(LfoError, match="eval.heldout"):
         EvalSection(heldout_tasks=-1)
+
+
+def test_world_model_probe_calls_are_the_priors_auth_failures_at_exception_departments():
+    from lfo_cli.env import generate_world, parse_reply
+    from lfo_cli.env.specificity import exception_fields
+    from lfo_cli.train.wm_probe import exception_calls, world_model_adapters
+
+    world = generate_world(num_companies=14, num_train_tasks=60, num_val_tasks=30, heldout_fraction=0.3, seed=3)
+    tasks = world.tasks["val"]
+    calls = exception_calls(world, tasks, limit=5)
+    assert 1 <= len(calls) <= 5
+    for call in calls:
+        reply = parse_reply(call.observation)
+        assert reply.category == "auth_failure" and reply.fields  # names what is missing
+        # the fields named include the exception's (the prior never asks for it)
+        phone = call.action["args"]["phone_number"]
+        company, dept = world.phone_index[phone.replace("-", "")]
+        assert set(exception_fields(company)[dept.name]) & set(reply.fields)
+    assert world_model_adapters("stacked") == ["policy", "world_model"]
+    assert world_model_adapters("shared") == ["policy"] and world_model_adapters("separate") == ["world_model"]
