@@ -30,6 +30,43 @@ def _rank() -> int:
     return int(os.environ.get("RANK", "0") or 0)
 
 
+def _is_complete(run_dir: Path) -> bool:
+    from lfo_cli.io import read_json
+
+    path = run_dir / "summary.json"
+    try:
+        return path.is_file() and read_json(path).get("status") == "complete"
+    except Exception:  # noqa: BLE001 - an unreadable summary is an unfinished run
+        return False
+
+
+def _continue_into(source: Path, out: Path, rec) -> Path:
+    """Copy run ``source`` into the new dir ``out`` (without its final summary) with the new recipe, so
+    ``--resume`` trains further there from the source's last checkpoint; the source stays as it was."""
+    import shutil
+
+    import yaml
+
+    from lfo_cli.io import atomic_write_json, atomic_write_text, read_json
+
+    if out.exists() and any(out.iterdir()):
+        raise LfoError(f"{out} already exists; --resume RUN --out NEW needs a new dir")
+    if not any(source.glob("checkpoint-*")):
+        raise LfoError(f"{source} has no checkpoint to continue from")
+    tmp = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns("summary.json"))
+    atomic_write_text(tmp / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
+    meta = read_json(tmp / "run.json") if (tmp / "run.json").is_file() else {}
+    meta.update(config=rec.resolved, continued_from=str(source))
+    atomic_write_json(tmp / "run.json", meta)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists():
+        out.rmdir()
+    tmp.replace(out)
+    return out
+
+
 @handle_errors
 def train(
     recipe: RecipeOpt = None,
@@ -37,7 +74,8 @@ def train(
     seed: Annotated[int | None, typer.Option("--seed", min=0, help="Overrides the recipe's seed.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/RECIPE_sSEED_TIME).")] = None,
     resume: Annotated[
-        Path | None, typer.Option("--resume", help="Continue the run in this directory after a kill.")
+        Path | None, typer.Option("--resume", help="Continue the run in this directory after a kill (a complete run "
+                                  "is left as it is; with --out NEW and --set, continue it into NEW).")
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved recipe and exit.")] = False,
     list_recipes: Annotated[bool, typer.Option("--list", help="List the available recipes and exit.")] = False,
@@ -54,6 +92,8 @@ def train(
       lfo train --recipe dual_lora_micro --set wm.coef=1.0 --seed 3 --out runs/dual_s3
 
       lfo train --resume runs/dual_s3
+
+      lfo train --resume runs/dual_s3 --out runs/dual_s3_200 --set trainer.max_steps=200
     """
     import yaml
 
@@ -69,12 +109,21 @@ def train(
         return
 
     if resume is not None:
-        if recipe is not None or set_:
-            raise LfoError("--resume continues a run with its recorded recipe; drop --recipe/--set")
+        if recipe is not None:
+            raise LfoError("--resume continues a run with its recorded recipe; drop --recipe")
+        if set_ and out is None:
+            raise LfoError("--resume RUN --set ... changes a run: continue it into a new dir with --out NEW")
         mapping = recipes.read_run_recipe(resume)
         name = read_json(resume / "run.json").get("recipe", resume.name) if (resume / "run.json").is_file() else resume.name
-        rec = recipes.recipe_from_mapping(mapping, name=name)
+        if out is None and _is_complete(resume):
+            # A finished run is never modified: say so and leave it as it is.
+            typer.echo(f"{resume} is complete; nothing to resume. To train further, continue it into a new dir: "
+                       f"lfo train --resume {resume} --out NEW --set trainer.max_steps=N")
+            return
+        rec = recipes.recipe_from_mapping(recipes.apply_overrides(mapping, list(set_ or [])), name=name)
         run_dir = resume
+        if out is not None:
+            run_dir = _continue_into(resume, out, rec)
     else:
         if recipe is None:
             raise LfoError("--recipe NAME is required (see `lfo train --list`)")

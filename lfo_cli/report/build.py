@@ -740,6 +740,29 @@ def _wmil_section(rep: Report, runs: list[Run], varying: list[str], pd, plt) -> 
 # ---------------------------------------------------------------------------------------------
 # index.md
 # ---------------------------------------------------------------------------------------------
+def _signal_lines(train: list[Run]) -> list[str]:
+    """What the training runs can show at all: did GRPO have a learning signal (groups with reward
+    variance), did the policy adapter move, and are there seeds enough to compare conditions."""
+    lines = []
+    for r in sorted(train, key=lambda r: r.name):
+        steps = [row for row in r.rows if "frac_reward_zero_std" in row]
+        if not steps:
+            continue
+        varied = sum(row["frac_reward_zero_std"] < 1 for row in steps)
+        moved = sum(row.get("grad_norm/policy", 0) > 0 for row in steps)
+        lines.append(f"Learning signal in `{Path(r.name).name}`: {varied} of {len(steps)} steps had a group with reward "
+                     f"variance (GRPO's only source of policy gradient); the policy adapter got a gradient in {moved} "
+                     f"of {len(steps)} steps.")
+    per_condition = {}
+    for r in train:
+        per_condition.setdefault(r.condition, set()).add(r.seed)
+    if train and max(len(v) for v in per_condition.values()) < 2:
+        lines.append("One seed per condition: these runs show that the pipeline trains, evaluates and reports end to "
+                     "end; they cannot say whether any condition learns better than another (that takes several seeds "
+                     "per condition, e.g. `lfo ablate --grid observation_cpu`).")
+    return lines
+
+
 def _index(rep: Report, train: list[Run], wmil: list[Run], others: list[str]) -> None:
     s = rep.summary
     head = ["# lfo report", "", f"_{OUTPUT_STAMP}._", "", "## Summary", ""]
@@ -748,6 +771,8 @@ def _index(rep: Report, train: list[Run], wmil: list[Run], others: list[str]) ->
     if rep.skipped:
         head.append(f"- Unreadable run dirs skipped: {len(rep.skipped)} (" +
                     "; ".join(f"{p}: {why}" for p, why in rep.skipped) + ").")
+    for line in _signal_lines(train):
+        head.append(f"- {line}")
     for sentence in (s.get("study") or {}).get("sentences", []):
         head.append(f"- Observation study (d2): {sentence}")
     for h in s.get("headline", []):

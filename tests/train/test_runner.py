@@ -105,6 +105,31 @@ def test_gradient_accumulation_carries_the_world_model_columns_through_trls_spli
     assert steps_logged(out) == [1, 2]
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, tmp_path):
+    out = tmp_path / "run"
+    subprocess.run(train_cmd(setup, out, 2), check=True, capture_output=True, env=env(), timeout=600)
+    before = _tree(out)
+    lfo = [sys.executable, "-m", "lfo_cli", "train", "--resume", str(out)]
+    done = subprocess.run(lfo, capture_output=True, text=True, env=env(), timeout=600)
+    assert done.returncode == 0 and "is complete; nothing to resume" in done.stdout
+    assert _tree(out) == before  # not a byte changed, no step 3
+    refused = subprocess.run([*lfo, "--set", "trainer.max_steps=3"], capture_output=True, text=True, env=env(), timeout=600)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--out NEW" in refused.stderr
+    more = tmp_path / "more"
+    done = subprocess.run([*lfo, "--out", str(more), "--set", "trainer.max_steps=3"], capture_output=True, text=True,
+                          env=env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((more / "summary.json").read_text())["steps"] == 3 and steps_logged(more) == [1, 2, 3]
+    assert json.loads((more / "run.json").read_text())["continued_from"] == str(out)
+    assert _tree(out) == before
+    again = subprocess.run([*lfo, "--out", str(more)], capture_output=True, text=True, env=env(), timeout=600)
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
 def test_kill_and_resume_continue_without_gap(setup, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(train_cmd(setup, out, 5), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
