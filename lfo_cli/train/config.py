@@ -20,6 +20,35 @@ from lfo_cli.errors import LfoError
 SCHEDULE_RE = re.compile(r"^(joint|alternating|wm_first:(\d+)|hierarchical:(\d+))$")
 
 
+# Tracker name -> the `is_*_available` check of transformers.integrations and how to install it.
+_TRACKER_CHECKS = {"tensorboard": ("is_tensorboard_available", "pip install 'lfo[track]'"),
+                   "trackio": ("is_trackio_available", "pip install 'lfo[track]'"),
+                   "wandb": ("is_wandb_available", "pip install wandb"),
+                   "mlflow": ("is_mlflow_available", "pip install mlflow"),
+                   "comet_ml": ("is_comet_available", "pip install comet_ml"),
+                   "swanlab": ("is_swanlab_available", "pip install swanlab"),
+                   "clearml": ("is_clearml_available", "pip install clearml"),
+                   "dvclive": ("is_dvclive_available", "pip install dvclive"),
+                   "neptune": ("is_neptune_available", "pip install neptune")}
+
+
+def check_report_to(report_to) -> None:
+    """Reject a `report_to` the trainer could not honour, before any model loads: an unknown
+    integration, or one whose package is not installed (the message says what to install)."""
+    from transformers.integrations import integration_utils as hf
+
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    for name in names:
+        if name in ("none", "all"):
+            continue
+        if name not in hf.INTEGRATION_TO_CALLBACK:
+            raise LfoError(f"trainer.report_to: unknown integration {name!r}; one of "
+                           f"{', '.join(sorted(hf.INTEGRATION_TO_CALLBACK))}, 'all' or 'none'")
+        check, install = _TRACKER_CHECKS.get(name, (None, None))
+        if check is not None and not getattr(hf, check)():
+            raise LfoError(f"trainer.report_to={name}: the {name} package is not installed ({install})")
+
+
 @dataclass(frozen=True)
 class Schedule:
     """Which adapters a step updates. Parsed from ``joint | alternating | wm_first:N | hierarchical:K``."""
@@ -148,6 +177,7 @@ class DualLoRAConfig(GRPOConfig):
                 "recomputes the world-model forward with the policy adapter active. Set "
                 "trainer.gradient_checkpointing=false, or use wm.coupling=shared, or wm.coef=0"
             )
+        check_report_to(self.report_to)
         if self.wm_coef < 0:
             raise LfoError(f"wm.coef must be >= 0 (0 = baseline DAPO), got {self.wm_coef}")
         if self.wm_intrinsic_coef < 0:

@@ -89,7 +89,9 @@ class Validation(TrainerCallback):
         return evaluate_agent(model, self.tokenizer, self.world, tasks, temperature=self.temperature,
                               max_turns=self.max_turns, seed=self.seed)
 
-    def evaluate(self, model, step: int, final: bool = False) -> dict[str, float]:
+    handler = None  # the trainer's callback handler: validation rows go through on_log, to metrics.jsonl and trackers
+
+    def evaluate(self, model, step: int, final: bool = False, args=None, state=None, control=None) -> dict[str, float]:
         from lfo_cli.eval.transfer import episode_outcomes
         from lfo_cli.train.adapters import POLICY, activate
 
@@ -112,23 +114,30 @@ class Validation(TrainerCallback):
         if was_training:
             model.train()
         self.last, self.last_step = row, step
-        append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, "tasks_seen": self.tasks_seen(step), **row})
+        if self.handler is not None and state is not None:
+            # Every on_log callback sees the row: RunLog (metrics.jsonl) and the report_to trackers alike.
+            keep = control.should_log  # the handler's on_log clears it: the step's own log line must still come
+            self.handler.on_log(args, state, control, logs={k: v for k, v in row.items() if v is not None})
+            control.should_log = keep
+        else:
+            append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, "tasks_seen": self.tasks_seen(step), **row})
         if self.save_every and step % self.save_every == 0:
             atomic_write_jsonl(self.run_dir / "trajectories" / f"step_{step}.jsonl", result["samples"])
         return row
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.every and state.is_world_process_zero and state.global_step == 0:
-            self.evaluate(model, 0)
+            self.evaluate(model, 0, args=args, state=state, control=control)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.every and state.is_world_process_zero and state.global_step % self.every == 0:
-            self.evaluate(model, state.global_step, final=state.global_step >= args.max_steps)
+            self.evaluate(model, state.global_step, final=state.global_step >= args.max_steps, args=args, state=state,
+                          control=control)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         # max_steps not a multiple of `every` (or a resume past the last evaluation): measure the final policy.
         if self.every and state.is_world_process_zero and self.last_step != state.global_step:
-            self.evaluate(model, state.global_step, final=True)
+            self.evaluate(model, state.global_step, final=True, args=args, state=state, control=control)
 
 
 # Per-episode fields a validation file keeps besides the outcome: enough to recompute every `val/...`
@@ -363,6 +372,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     tasks_seen = TasksSeen(trainer.args, trainer.accelerator.num_processes)
     for callback in callbacks:
         callback.tasks_seen = tasks_seen
+    callbacks[1].handler = trainer.callback_handler
     checkpoint = get_last_checkpoint(str(out_dir)) if resume else None
     if resume and trainer.is_world_process_zero():
         # Continue from checkpoint-N: drop rows logged after N. No checkpoint yet: the run starts over.

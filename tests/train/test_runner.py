@@ -370,3 +370,39 @@ def test_world_model_probe_calls_are_the_priors_auth_failures_at_exception_depar
         assert set(exception_fields(company)[dept.name]) & set(reply.fields)
     assert world_model_adapters("stacked") == ["policy", "world_model"]
     assert world_model_adapters("shared") == ["policy"] and world_model_adapters("separate") == ["world_model"]
+
+
+def test_report_to_tensorboard_receives_lfos_own_metrics(setup, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    cmd = train_cmd(setup, out, 2, eval__every="1", eval__num_tasks="2", trainer__report_to="tensorboard")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    events = list(out.rglob("events.out.tfevents.*"))  # TensorBoardCallback's default: RUN/runs/<time>_<host>/
+    assert events
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    # lfo's validation rows and gradient norms reach the tracker, next to TRL's own metrics (transformers'
+    # TensorBoardCallback files every non-eval key under "train/")
+    assert {"train/val/success", "train/grad_norm/policy", "train/grad_norm/wm"} <= tags, sorted(tags)
+    assert [e.step for e in acc.Scalars("train/val/success")] == [0, 1, 2]
+    # and metrics.jsonl still holds one validation row per evaluation
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "val/success" in r] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("value", "message"), [("foo", "unknown integration 'foo'"),
+                                                 ("trackio", "pip install 'lfo[track]'")])
+def test_report_to_is_checked_at_dry_run(value, message, monkeypatch):
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "is_trackio_available", lambda: False)  # whatever is installed here
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--recipe", "dual_lora_micro", "--set", f"trainer.report_to={value}",
+                                      "--dry-run"])
+    assert result.exit_code == 2 and message in result.output and result.output.count("\n") == 1
