@@ -252,7 +252,7 @@ def main() -> None:
     # time. A batch's loss/backward difference is the median of its paired per-round differences (a slow
     # drift of the machine cancels within a round). The mean of all paired differences also gets a
     # bootstrap 95% interval (scipy.stats.bootstrap via lfo's stats), and so does the ratio from it.
-    from lfo_cli.eval.stats import bootstrap_mean_ci
+    from lfo_cli.stats import bootstrap_mean_ci
 
     base_gen = statistics.fmean([pb["generation"] for pb in per_batch])
     base_t = statistics.fmean([statistics.median(pb["samples"]["baseline"]) for pb in per_batch])

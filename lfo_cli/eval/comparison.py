@@ -1,6 +1,6 @@
 """Treatment vs. baseline over a few paired seeds: the statistics a study's comparison table quotes.
 
-Builds on :mod:`lfo_cli.eval.stats` (tasks-to-threshold, AUC, :class:`~lfo_cli.eval.stats.Estimate`,
+Builds on :mod:`lfo_cli.stats` (tasks-to-threshold, AUC, :class:`~lfo_cli.stats.Estimate`,
 the percentile bootstrap) and adds what a treatment-vs-baseline comparison at 4-5 seeds per
 condition needs. Pure functions on plain sequences (numpy/scipy only); they return dataclasses or
 floats, never print or touch files. Conventions (and why):
@@ -21,11 +21,11 @@ floats, never print or touch files. Conventions (and why):
   t-interval on the log ratios, exponentiated.
 - **Probability of improvement** (Agarwal et al. 2021) compares the two conditions' score
   distributions without pairing; its CI is the stratified percentile bootstrap of
-  :mod:`~lfo_cli.eval.stats` (fixed ``seed``, so re-running gives identical numbers). At 4-5 seeds per
+  :mod:`~lfo_cli.stats` (fixed ``seed``, so re-running gives identical numbers). At 4-5 seeds per
   group it is descriptive, with the same small-n caveat as above.
 - **"Not enough data" is a result**: nan/None fields and ``n``, never an exception. Bad arguments
   (mismatched lengths, negative tasks counts, a confidence outside (0, 1)) raise ``ValueError``.
-- Confidence levels default to 95% (:data:`lfo_cli.eval.stats.CONFIDENCE`).
+- Confidence levels default to 95% (:data:`lfo_cli.stats.CONFIDENCE`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from lfo_cli.eval.stats import CONFIDENCE, N_RESAMPLES, Estimate, _bootstrap
+from lfo_cli.stats import CONFIDENCE, N_RESAMPLES, Estimate, _bootstrap
 
 METHODS = ("t-log", "percentile")
 
@@ -208,7 +208,7 @@ def paired_ratio_ci(
     """Tasks-to-threshold ratio baseline / treatment over seeds paired by index, with a t-log CI.
 
     ``baseline[i]`` / ``treatment[i]``: seed i's tasks-to-threshold (e.g. from
-    :func:`lfo_cli.eval.stats.tasks_to_threshold`). A run that never reached the threshold enters
+    :func:`lfo_cli.stats.tasks_to_threshold`). A run that never reached the threshold enters
     with its last evaluation's tasks_seen (a lower bound on when it would) and a True in
     ``censored_baseline`` / ``censored_treatment``; the counts and :attr:`PairedRatio.kind` carry
     the direction of the resulting bias.
@@ -267,7 +267,7 @@ def paired_diff_ci(a: Sequence[float | None], b: Sequence[float | None], confide
     Same interval as ``scipy.stats.ttest_rel(a, b).confidence_interval(confidence)``, computed
     directly so that equal differences give a zero-width interval instead of nan. Pairs with a
     missing value are dropped. n == 0: all nan; n == 1: the difference, no interval.
-    (:func:`lfo_cli.eval.stats.paired_test` gives the same mean with a percentile-bootstrap CI and
+    (:func:`lfo_cli.stats.paired_test` gives the same mean with a percentile-bootstrap CI and
     the p-values; at 4-5 seeds quote this interval, see the module docstring.)
     """
     _check_confidence(confidence)

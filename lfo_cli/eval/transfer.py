@@ -22,7 +22,7 @@ Output schema (``RUN/transfer_eval.json``, also ``lfo transfer-eval --json``)::
 
 ``--against-base`` answers "did RL move the policy?" on one protocol: both models play the same
 (task, sample) episodes with the same sampling seeds, and the difference is tested per episode
-(``lfo_cli.eval.stats.paired_test``: bootstrap CI of the mean difference, Wilcoxon signed-rank,
+(``lfo_cli.stats.paired_test``: bootstrap CI of the mean difference, Wilcoxon signed-rank,
 which on 0/1 outcomes is the sign test on the discordant pairs).
 """
 
@@ -33,7 +33,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.eval.stats import wilson_interval
+from lfo_cli.models.warmstart import episode_outcomes
+from lfo_cli.stats import wilson_interval
 
 BEHAVIOUR_KEYS = {
     "auth_before_first_call": "auth_before_first_call",
@@ -47,12 +48,6 @@ BEHAVIOUR_KEYS = {
 def rate_row(successes: int, n: int) -> dict[str, Any]:
     lo, hi = wilson_interval(successes, n) if n else (0.0, 0.0)
     return {"n": n, "successes": successes, "success": successes / n if n else 0.0, "ci_low": lo, "ci_high": hi}
-
-
-def episode_outcomes(result: dict[str, Any]) -> list[list]:
-    """``[[task_id, 0 | 1], ...]`` per episode of an ``evaluate_agent`` result, in evaluation order: what a
-    paired comparison of two evaluations of the same episodes lines up."""
-    return [[e["task_id"], int(bool(e["success"]))] for e in result["episodes"]]
 
 
 def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
@@ -83,8 +78,8 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
     from lfo_cli.env import load_world
     from lfo_cli.errors import LfoError
     from lfo_cli.eval.loading import load_run_model, run_recipe
-    from lfo_cli.eval.stats import paired_test
     from lfo_cli.models.warmstart import evaluate_agent
+    from lfo_cli.stats import paired_test
 
     run_dir = Path(run_dir)
     recipe = run_recipe(run_dir)

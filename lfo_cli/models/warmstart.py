@@ -444,6 +444,12 @@ def evaluate_agent(
     return {"turns": turns, "episodes": episodes, "samples": samples}
 
 
+def episode_outcomes(result: dict[str, Any]) -> list[list]:
+    """``[[task_id, 0 | 1], ...]`` per episode of an ``evaluate_agent`` result, in evaluation order: what a
+    paired comparison of two evaluations of the same episodes lines up."""
+    return [[e["task_id"], int(bool(e["success"]))] for e in result["episodes"]]
+
+
 def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) -> dict[str, Any]:
     turns, eps = result["turns"], result["episodes"]
     call_turns = [t for t in turns if not t["final_reply"]]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.eval import stats
+from lfo_cli import stats
 from lfo_cli.io import atomic_write_json, read_json
 from lfo_cli.report import study
 from lfo_cli.report.format import Writer, clean, est, md_table, num, pval

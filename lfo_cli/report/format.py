@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.eval import stats
+from lfo_cli import stats
 from lfo_cli.io import atomic_write_bytes, atomic_write_text
 
 

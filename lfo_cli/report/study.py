@@ -23,7 +23,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from lfo_cli.eval import comparison, stats
+from lfo_cli import stats
+from lfo_cli.eval import comparison
 from lfo_cli.report.format import est, finite, num
 from lfo_cli.report.load import Run
 

@@ -92,7 +92,7 @@ class Validation(TrainerCallback):
     handler = None  # the trainer's callback handler: validation rows go through on_log, to metrics.jsonl and trackers
 
     def evaluate(self, model, step: int, final: bool = False, args=None, state=None, control=None) -> dict[str, float]:
-        from lfo_cli.eval.transfer import episode_outcomes
+        from lfo_cli.models.warmstart import episode_outcomes
         from lfo_cli.train.adapters import POLICY, activate
 
         activate(model, POLICY)
@@ -155,7 +155,7 @@ def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = "val") -> di
     or they cover different episodes."""
     import math
 
-    from lfo_cli.eval.stats import paired_test
+    from lfo_cli.stats import paired_test
 
     stem = "step" if prefix == "val" else f"{prefix}_step"
     paths = [Path(run_dir) / "validation" / f"{stem}_{s}.json" for s in (0, step)]

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from lfo_cli.eval import comparison as cmp
-from lfo_cli.eval.stats import Estimate
+from lfo_cli.stats import Estimate
 
 
 # ---- probability of improvement -----------------------------------------------------------------

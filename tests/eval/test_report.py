@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from lfo_cli import stats
 from lfo_cli.cli import app
-from lfo_cli.eval import stats
 
 
 def _report(args: list[str]):

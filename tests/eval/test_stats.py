@@ -1,4 +1,4 @@
-"""lfo_cli.eval.stats on hand-made data, plus a coverage simulation for the bootstrap CIs."""
+"""lfo_cli.stats on hand-made data, plus a coverage simulation for the bootstrap CIs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from lfo_cli.eval import stats
+from lfo_cli import stats
 
 
 # ---- Wilson ---------------------------------------------------------------------------------
