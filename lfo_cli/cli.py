@@ -66,8 +66,19 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Show the version."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show third-party progress bars (weight loading, downloads)."),
 ) -> None:
     """lfo (learn from observation)."""
+    import os
+
+    if not verbose:
+        # Before transformers is imported (commands import it lazily): huggingface_hub's switch, which
+        # transformers reads for its "Loading weights" bars. Training and evaluation bars are lfo's/TRL's own.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        import sys
+
+        if "transformers" in sys.modules:  # already imported (e.g. in-process callers): switch it off there
+            sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def main() -> None:

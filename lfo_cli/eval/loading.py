@@ -43,6 +43,12 @@ def load_run_model(run_dir: str | Path, which: str = "policy", dtype: str = "flo
     run_dir = Path(run_dir)
     adapter = _adapter_dir(run_dir, which)
     model, tokenizer = load_model(base or base_model_of(run_dir, which), dtype=dtype, device=default_device())
-    peft_model = PeftModel.from_pretrained(model, str(adapter), adapter_name=which)
+    try:
+        peft_model = PeftModel.from_pretrained(model, str(adapter), adapter_name=which)
+    except Exception as exc:  # noqa: BLE001 - safetensors/PEFT raise many kinds for a damaged file
+        weights = adapter / "adapter_model.safetensors"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LfoError(f"{weights if weights.exists() else adapter}: cannot load the {which} adapter "
+                       f"(corrupt or truncated? {first})") from None
     peft_model.eval()
     return peft_model, tokenizer
