@@ -176,3 +176,16 @@ def test_grpo_recipe_env_section_reaches_the_environment():
     world = generate_world(num_companies=6, num_train_tasks=10, num_val_tasks=4, seed=1)
     episode = make_env_factory(world, **opts)().episode
     assert (episode.progress_shaping, episode.field_credit) == (0.5, 0.25)
+
+
+def test_world_model_options_are_declared_once_with_their_help():
+    import dataclasses
+
+    from lfo_cli.train.config import DualLoRAConfig
+    from lfo_cli.train.recipe_config import WMSection
+
+    trainer = {f.name[3:]: f for f in dataclasses.fields(DualLoRAConfig) if f.name.startswith("wm_")}
+    section = {f.name: f for f in dataclasses.fields(WMSection)}
+    assert list(section) == list(trainer)
+    for name, f in section.items():
+        assert f.default == trainer[name].default and f.metadata["help"] == trainer[name].metadata["help"]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lfo_cli.env.episode import check_shaping
 from lfo_cli.errors import LfoError
 from lfo_cli.train.adapters import LoraSettings
+from lfo_cli.train.config import DualLoRAConfig
 
 
 @dataclass
@@ -64,22 +66,19 @@ class DataSection:
             raise LfoError(f"data.companies must be >= 1, got {self.companies}")
 
 
-@dataclass
-class WMSection:
-    """World-model knobs; each maps to the `DualLoRAConfig` field ``wm_<name>``."""
+def _wm_section() -> type:
+    """The recipe's ``wm:`` section, derived from `DualLoRAConfig`'s ``wm_*`` fields (same defaults and help
+    text, declared once there): ``wm.coef`` in a recipe is ``wm_coef`` of the trainer's config."""
+    hints = typing.get_type_hints(DualLoRAConfig)
+    fields = [(f.name[3:], hints[f.name], field(default=f.default, metadata=f.metadata))
+              for f in dataclasses.fields(DualLoRAConfig) if f.name.startswith("wm_") and f.init]
+    section = dataclasses.make_dataclass("WMSection", fields)
+    section.__module__ = __name__
+    section.__doc__ = "World-model knobs; each maps to the `DualLoRAConfig` field ``wm_<name>``."
+    return section
 
-    coef: float = 0.5
-    predict: Literal["phone", "phone_form", "all"] = "phone"
-    coupling: Literal["separate", "stacked", "shared"] = "separate"
-    schedule: str = "joint"
-    intrinsic: Literal["none", "surprise"] = "none"
-    intrinsic_coef: float = 0.1
-    learning_rate: float | None = None
-    max_length: int = 512
-    max_examples: int = 64
-    batch_tokens: int = 4096
-    share_prefix: bool = True
-    grad_probe_every: int = 10
+
+WMSection = _wm_section()
 
 
 @dataclass
@@ -170,10 +169,7 @@ class TrainConfig:
     )
 
     def __post_init__(self):
-        import typing
-
         from lfo_cli.recipes import coerce
-        from lfo_cli.train.config import DualLoRAConfig
 
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
         hints = typing.get_type_hints(DualLoRAConfig)
@@ -193,8 +189,6 @@ class TrainConfig:
     def grpo_args(self, output_dir: str, validate_only: bool = False):
         """The resolved `DualLoRAConfig` (validates every trainer/wm value through TRL's own checks)."""
         import warnings
-
-        from lfo_cli.train.config import DualLoRAConfig
 
         wm = {f"wm_{k}": v for k, v in dataclasses.asdict(self.wm).items()}
         kwargs = {"report_to": [], **self.trainer, **wm}
