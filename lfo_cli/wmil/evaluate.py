@@ -13,12 +13,13 @@ from lfo_cli.io import atomic_write_text
 from lfo_cli.wmil.envs import Task, VecEnv
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.parents import DeterministicParent
+from lfo_cli.wmil.rollout import rollout
+from lfo_cli.wmil.runs import load_model_from_run
 
 
 @torch.no_grad()
 def evaluate_level(model: BabyModel | None, task: Task, level: int, episodes: int, seed: int,
                    greedy: bool = False) -> dict:
-    from lfo_cli.wmil.trainer import rollout
 
     gen = torch.Generator().manual_seed(10_000 + seed)
     env = VecEnv(task, DeterministicParent(task), episodes, gen, level)
@@ -109,7 +110,6 @@ def run_eval(run_dir: Path, episodes: int = 1024, seed: int = 0, show: bool = Tr
     """`lfo wmil eval`: the trained model vs the random policy at every level; eval_report.{json,csv,png}."""
     from lfo_cli.errors import LfoError
     from lfo_cli.io import atomic_write_json
-    from lfo_cli.wmil.trainer import load_model_from_run
 
     if episodes < 1:
         raise LfoError("--episodes must be >= 1")
