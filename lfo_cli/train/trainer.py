@@ -1,18 +1,27 @@
 """`DualLoRAGRPOTrainer`: TRL's GRPOTrainer (DAPO loss) + lambda * world-model loss.
 
-Only two TRL methods are overridden, both calling ``super()``:
+TRL methods overridden, each calling ``super()``. The private ones (marked) are TRL internals that a
+TRL upgrade can rename or change; ``tests/train`` exercises each of them against the pinned TRL 1.16:
 
-* ``_generate_and_score_completions`` — after TRL's multi-turn tool rollouts, build the world-model
-  examples from each rollout's environment transition log and attach them as a list column, all of a
-  prompt's examples on the first of its rows (TRL's own shuffling/splitting into gradient-accumulation
-  micro-batches carries the column along; a prompt's rollouts share a long start, which the
-  world-model forward then runs once: ``wm_loss.build_wm_batches``), plus the generation batch's total
-  (``lfo_wm_total``).
+* ``__init__`` — adds the surprise bonus as a reward function (``wm.intrinsic=surprise``), checks the
+  two adapters and registers the per-adapter gradient-norm callback.
+* ``_generate_and_score_completions`` (private) — after TRL's multi-turn tool rollouts, build the
+  world-model examples from each rollout's environment transition log and attach them as a list
+  column, all of a prompt's examples on the first of its rows (TRL's own shuffling/splitting into
+  gradient-accumulation micro-batches carries the column along; a prompt's rollouts share a long
+  start, which the world-model forward then runs once: ``wm_loss.build_wm_batches``), plus the
+  generation batch's total (``lfo_wm_total``).
 * ``compute_loss`` — TRL's policy loss (untouched), plus ``wm_coef * wm_loss`` on the micro-batch's
   examples. Normalised as TRL normalises DAPO's token sum, by the whole generation batch: each
   micro-batch adds (its examples' loss sum) / (all examples of the generation, over processes), so
   the step's term is the mean over every phone call of the step however the rows were split. One
   backward, one optimizer over both adapters.
+* ``_get_per_token_logps_and_entropies`` (private) — keeps the policy forward's per-token log-probs
+  for the ``shared`` coupling, which reads the reply tokens' loss from that same forward.
+* ``create_optimizer`` — one AdamW over both adapters, with the world model's own learning rate as a
+  second parameter group when ``wm.learning_rate`` is set.
+* ``_load_from_checkpoint`` (private, transformers' Trainer) — transformers reloads non-active adapters
+  as frozen; both are made trainable again before the optimizer is rebuilt.
 
 The world model's training metrics (``losses/wm``, ``wm/token_acc``, ``wm/examples``,
 ``wm/target_tokens``, ``grad_norm/policy_from_wm``) describe the optimizer step, not a micro-batch:
