@@ -161,14 +161,24 @@ def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = "val") -> di
     paths = [Path(run_dir) / "validation" / f"{stem}_{s}.json" for s in (0, step)]
     if step <= 0 or not all(p.is_file() for p in paths):
         return {}
-    start, final = (read_json(p)["outcomes"] for p in paths)
+    files = [read_json(p) for p in paths]
+    start, final = (f["outcomes"] for f in files)
     if [t for t, _ in start] != [t for t, _ in final]:
         return {}
-    test = paired_test([o for _, o in final], [o for _, o in start], seed=seed).as_dict()
-    test.pop("ttest_p")  # 0/1 outcomes: the Wilcoxon (sign) test is the one to read
-    row = {"start_success": sum(o for _, o in start) / len(start),
-           "final_success": sum(o for _, o in final) / len(final), **test}
-    return {f"{prefix}/vs_start/{k}": v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+
+    def compare(keep: list[int], key: str) -> dict[str, float]:
+        a, b = [final[i][1] for i in keep], [start[i][1] for i in keep]
+        test = paired_test(a, b, seed=seed).as_dict()
+        test.pop("ttest_p")  # 0/1 outcomes: the Wilcoxon (sign) test is the one to read
+        row = {"start_success": sum(b) / len(b), "final_success": sum(a) / len(a), **test}
+        return {f"{key}/{k}": v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+
+    out = compare(list(range(len(start))), f"{prefix}/vs_start")
+    episodes = files[0].get("episodes") or []
+    if len(episodes) == len(start):  # per difficulty, where the files say which episode is which
+        for d in sorted({e["difficulty"] for e in episodes}):
+            out.update(compare([i for i, e in enumerate(episodes) if e["difficulty"] == d], f"{prefix}/vs_start/d{d}"))
+    return out
 
 
 TREND_METRICS = ("wm/token_acc", "losses/wm", "reward")

@@ -257,6 +257,22 @@ def test_vs_start_pairs_final_with_step_zero(tmp_path):
     assert vs_start(tmp_path, 60) == {}  # different episodes: not a paired comparison
 
 
+def test_vs_start_per_difficulty_where_the_files_name_it(tmp_path):
+    import json as _json
+
+    from lfo_cli.train.runner import vs_start
+
+    eps = [{"task_id": t, "difficulty": d} for t, d in (("a", 1), ("b", 2), ("c", 2), ("d", 2))]
+    for step, outs in ((0, [1, 0, 0, 0]), (30, [0, 1, 1, 0])):
+        (tmp_path / "validation").mkdir(exist_ok=True)
+        (tmp_path / "validation" / f"step_{step}.json").write_text(_json.dumps(
+            {"step": step, "outcomes": [[e["task_id"], o] for e, o in zip(eps, outs, strict=True)], "episodes": eps}))
+    row = vs_start(tmp_path, 30)
+    assert row["val/vs_start/n"] == 4 and row["val/vs_start/d2/n"] == 3 and row["val/vs_start/d1/n"] == 1
+    assert row["val/vs_start/d2/start_success"] == 0 and row["val/vs_start/d2/final_success"] == pytest.approx(2 / 3)
+    assert row["val/vs_start/d2/wins"] == 2 and row["val/vs_start/d1/losses"] == 1
+
+
 def test_trends_average_first_and_last_logged_values(tmp_path):
     from lfo_cli.train.runner import trends
 
