@@ -668,6 +668,11 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config,
         callbacks=[RichProgressCallback(), _metrics_callback(out_dir / "metrics.jsonl", deadline)],
     )
+    # disable_tqdm makes transformers add a PrinterCallback that prints every log row as a dict; the rich bar
+    # shows progress and metrics.jsonl keeps the rows.
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
     resume_from = _last_checkpoint(ckpt_dir) if resume else None
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     trained = trainer.model

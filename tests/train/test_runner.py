@@ -422,3 +422,16 @@ def test_report_to_is_checked_at_dry_run(value, message, monkeypatch):
     result = CliRunner().invoke(app, ["train", "--recipe", "dual_lora_micro", "--set", f"trainer.report_to={value}",
                                       "--dry-run"])
     assert result.exit_code == 2 and message in result.output and result.output.count("\n") == 1
+
+
+def test_console_lines_are_compact():
+    from lfo_cli.console import format_log
+
+    step = format_log({"reward": 0.41234, "frac_reward_zero_std": 0.25, "losses/policy": 0.01, "epoch": 0.1}, 3, 90)
+    assert step == "step 3/90: reward 0.412 · zero-var groups 0.25 · policy loss 0.0100"
+    sft = format_log({"loss": 0.5, "mean_token_accuracy": 0.9, "learning_rate": 1e-3}, 10, 100)
+    assert sft == "step 10/100: loss 0.5000 · token acc 0.900"
+    val = format_log({"val/success": 0.3, "val/success/d2": 0.05, "val/turns": 4.0}, 15, 90)
+    assert val == "validation @ step 15: success 0.300 · d2 0.050"
+    assert format_log({"epoch": 1.0}, 3, 90) is None
+    assert format_log({"train_runtime": 123.4}, 90, 90) == "trained 90 steps in 123 s"
