@@ -61,6 +61,15 @@ def available_recipes(recipe_dir: Path = RECIPE_DIR) -> list[str]:
     return sorted(p.stem for p in recipe_dir.glob("*.yaml"))
 
 
+def recipe_descriptions(recipe_dir: Path = RECIPE_DIR) -> dict[str, str]:
+    """Recipe name -> its file's one-line ``description`` ("" where it has none)."""
+    out = {}
+    for name in available_recipes(recipe_dir):
+        data = read_yaml_mapping(recipe_dir / f"{name}.yaml")
+        out[name] = str(data.get("description") or "")
+    return out
+
+
 def recipe_path(name: str, recipe_dir: Path = RECIPE_DIR) -> Path:
     """A name (``dual_lora``) resolves in ``recipes/``; anything with a suffix or slash is a path."""
     if name.endswith((".yaml", ".yml")) or "/" in name:
@@ -136,7 +145,8 @@ def resolve_chain(name: str, recipe_dir: Path = RECIPE_DIR) -> tuple[dict, list[
         path = recipe_path(base, path.parent if "/" not in base else recipe_dir)
     merged: dict = {}
     for p in reversed(chain):
-        merged = deep_merge(merged, {k: v for k, v in read_yaml_mapping(p).items() if k != "base"})
+        # `description` documents the file it is in (`lfo train --list`); it is not configuration.
+        merged = deep_merge(merged, {k: v for k, v in read_yaml_mapping(p).items() if k not in ("base", "description")})
     return merged, [str(p) for p in reversed(chain)]
 
 

@@ -189,3 +189,19 @@ def test_world_model_options_are_declared_once_with_their_help():
     assert list(section) == list(trainer)
     for name, f in section.items():
         assert f.default == trainer[name].default and f.metadata["help"] == trainer[name].metadata["help"]
+
+
+def test_train_list_shows_each_recipe_with_its_description():
+    import json
+
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    listed = json.loads(CliRunner().invoke(app, ["train", "--list", "--json"]).stdout)
+    assert [r["name"] for r in listed] == recipes.available_recipes()
+    assert all(r["description"] for r in listed)  # every shipped recipe says what it is
+    text = CliRunner().invoke(app, ["train", "--list"]).stdout
+    assert "observation_micro" in text and "company exceptions" in text
+    # a description documents its file only: it never reaches the resolved recipe (nor warm-start keys)
+    assert "description" not in recipes.load_recipe("observation_micro").resolved

@@ -101,11 +101,12 @@ def train(
     from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
 
     if list_recipes:
-        names = recipes.available_recipes()
+        described = recipes.recipe_descriptions()
         if json_out:
-            print_json(names)
+            print_json([{"name": n, "description": d} for n, d in described.items()])
         else:
-            typer.echo("\n".join(names))
+            width = max(map(len, described))
+            typer.echo("\n".join(f"{n:<{width}}  {d}" for n, d in described.items()))
         return
 
     if resume is not None:
