@@ -30,16 +30,6 @@ def _rank() -> int:
     return int(os.environ.get("RANK", "0") or 0)
 
 
-def _is_complete(run_dir: Path) -> bool:
-    from lfo_cli.io import read_json
-
-    path = run_dir / "summary.json"
-    try:
-        return path.is_file() and read_json(path).get("status") == "complete"
-    except Exception:  # noqa: BLE001 - an unreadable summary is an unfinished run
-        return False
-
-
 def _continue_into(source: Path, out: Path, rec) -> Path:
     """Copy run ``source`` into the new dir ``out`` (without its final summary) with the new recipe, so
     ``--resume`` trains further there from the source's last checkpoint; the source stays as it was."""
@@ -116,7 +106,9 @@ def train(
             raise LfoError("--resume RUN --set ... changes a run: continue it into a new dir with --out NEW")
         mapping = recipes.read_run_recipe(resume)
         name = read_json(resume / "run.json").get("recipe", resume.name) if (resume / "run.json").is_file() else resume.name
-        if out is None and _is_complete(resume):
+        from lfo_cli.ablate.runner import is_complete  # the one definition of a finished run
+
+        if out is None and is_complete(resume):
             # A finished run is never modified: say so and leave it as it is.
             typer.echo(f"{resume} is complete; nothing to resume. To train further, continue it into a new dir: "
                        f"lfo train --resume {resume} --out NEW --set trainer.max_steps=N")

@@ -110,7 +110,6 @@ class Validation(TrainerCallback):
             from lfo_cli.train.wm_probe import semantic_accuracy
 
             row["val/wm_semantic_acc"] = semantic_accuracy(model, self.tokenizer, self.wm_probe, self.wm_adapters)
-        activate(model, POLICY)
         if was_training:
             model.train()
         self.last, self.last_step = row, step
