@@ -45,6 +45,7 @@ class StudyRun:
     overall: list[float]
     start: dict[str, float]  # the step-0 validation row
     final: dict[str, float]  # the last validation row (held-out metrics from the last row that has them)
+    rows: list[dict] = field(default_factory=list)  # the validation rows with d2, by step
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -70,7 +71,7 @@ def study_run(run: Run) -> StudyRun | None:
         final.update({k: v for k, v in held[-1].items() if k.startswith("heldout/")})
     start = dict(rows[0]) if rows[0]["step"] == 0 else {}
     return StudyRun(run, [float(r["tasks_seen"]) for r in rows], [float(r[D2]) for r in rows],
-                    [float(r.get("val/success", math.nan)) for r in rows], start, final)
+                    [float(r.get("val/success", math.nan)) for r in rows], start, final, rows)
 
 
 def applies(train: list[Run]) -> bool:
@@ -253,8 +254,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     points = []
     for c, ss in runs.items():
         for s in ss:
-            rows_ = sorted((r for r in s.run.rows if D2 in r and "tasks_seen" in r), key=lambda r: r["step"])
-            for now, nxt in zip(rows_, rows_[1:], strict=False):
+            for now, nxt in zip(s.rows, s.rows[1:], strict=False):
                 if finite(now.get(WM_SEMANTIC)):
                     points.append({"condition": c, "seed": s.seed, "step": now["step"], "tasks_seen": now["tasks_seen"],
                                    "wm_semantic_acc": now[WM_SEMANTIC], "next_d2_gain": nxt[D2] - now[D2]})
