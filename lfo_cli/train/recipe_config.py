@@ -35,6 +35,12 @@ class DataSection:
     dir: str = field(default="data", metadata={"help": "Directory written by `lfo gen-env`."})
     min_difficulty: int = field(default=1, metadata={"help": "Lowest task difficulty trained on."})
     max_difficulty: int = field(default=5, metadata={"help": "Highest task difficulty trained on."})
+    difficulty_weights: dict[int, float] | None = field(
+        default=None,
+        metadata={"help": "Relative share of each difficulty in the training tasks, e.g. {1: 1, 2: 3} = a quarter d1, "
+                  "three quarters d2 (the pool is thinned to that mix, keeping its seeded order); a difficulty in "
+                  "min..max_difficulty that is not named is dropped; null = the pool as drawn."},
+    )
     max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many training tasks."})
     fresh_tasks: int = field(
         default=0,
@@ -60,10 +66,30 @@ class DataSection:
             )
         if self.max_tasks is not None and self.max_tasks < 1:
             raise LfoError(f"data.max_tasks must be >= 1, got {self.max_tasks}")
+        if self.difficulty_weights is not None:
+            self.difficulty_weights = _difficulty_weights(self.difficulty_weights, self.min_difficulty, self.max_difficulty)
         if self.companies is not None and not self.fresh_tasks:
             raise LfoError("data.companies needs data.fresh_tasks > 0 (the world's train split spans all companies)")
         if isinstance(self.companies, int) and self.companies < 1:
             raise LfoError(f"data.companies must be >= 1, got {self.companies}")
+
+
+def _difficulty_weights(raw: dict, lo: int, hi: int) -> dict[int, float]:
+    """``data.difficulty_weights`` with int keys (JSON round trips make them strings), checked."""
+    out = {}
+    for key, w in raw.items():
+        try:
+            d = int(key)
+        except (TypeError, ValueError):
+            raise LfoError(f"data.difficulty_weights: keys are difficulties {lo}..{hi}, got {key!r}") from None
+        if not lo <= d <= hi:
+            raise LfoError(f"data.difficulty_weights: difficulty {d} is outside min..max_difficulty ({lo}..{hi})")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+            raise LfoError(f"data.difficulty_weights[{d}] must be a number >= 0, got {w!r}")
+        out[d] = float(w)
+    if not any(out.values()):
+        raise LfoError("data.difficulty_weights: at least one weight must be > 0")
+    return dict(sorted(out.items()))
 
 
 def _wm_section() -> type:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -270,9 +271,26 @@ def training_tasks(world, data, seed: int) -> list:
                                     company_ids=select_companies(world, data.companies))
         world.register_tasks(pool)
     tasks = [t for t in pool if data.min_difficulty <= t.difficulty <= data.max_difficulty]
+    if data.difficulty_weights:
+        tasks = weighted_mix(tasks, data.difficulty_weights)
     if not tasks:
         raise LfoError(f"no training tasks at difficulty {data.min_difficulty}..{data.max_difficulty}")
     return tasks[: data.max_tasks] if data.max_tasks else tasks
+
+
+def weighted_mix(tasks: list, weights: dict[int, float]) -> list:
+    """The largest sub-pool of ``tasks`` whose difficulties are in the proportions ``weights`` (each
+    difficulty keeps its first tasks in pool order; the pool's seeded interleaving is kept)."""
+    counts = Counter(t.difficulty for t in tasks)
+    named = {d: w for d, w in weights.items() if w > 0}
+    scale = min(counts.get(d, 0) / w for d, w in named.items())
+    keep = {d: int(scale * w + 1e-9) for d, w in named.items()}
+    out = []
+    for t in tasks:
+        if keep.get(t.difficulty, 0) > 0:
+            keep[t.difficulty] -= 1
+            out.append(t)
+    return out
 
 
 VAL_FRESH_SPLIT = "valfresh"

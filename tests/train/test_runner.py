@@ -435,3 +435,34 @@ def test_console_lines_are_compact():
     assert val == "validation @ step 15: success 0.300 · d2 0.050"
     assert format_log({"epoch": 1.0}, 3, 90) is None
     assert format_log({"train_runtime": 123.4}, 90, 90) == "trained 90 steps in 123 s"
+
+
+@pytest.mark.parametrize(("seed", "weights"), [(0, {1: 1, 2: 3}), (3, {1: 2, 2: 1}), (1, {"1": 0, "2": 1.5})])
+def test_difficulty_weights_thin_the_pool_to_the_mix(seed, weights):
+    from lfo_cli.env import generate_world
+    from lfo_cli.train.recipe_config import DataSection
+    from lfo_cli.train.runner import training_tasks
+
+    data = DataSection(fresh_tasks=200, max_difficulty=2, difficulty_weights=weights)
+    w = data.difficulty_weights
+    assert set(w) <= {1, 2} and all(isinstance(k, int) for k in w)  # string keys (a JSON round trip) become ints
+    full = training_tasks(generate_world(12, 40, 8, 0.25, 5), DataSection(fresh_tasks=200, max_difficulty=2), seed)
+    mixed = training_tasks(generate_world(12, 40, 8, 0.25, 5), data, seed)
+    counts = {d: sum(t.difficulty == d for t in mixed) for d in (1, 2)}
+    pool = {d: sum(t.difficulty == d for t in full) for d in (1, 2)}
+    total = sum(w.values())
+    for d in (1, 2):
+        assert abs(counts[d] / len(mixed) - w.get(d, 0) / total) < 0.02
+        assert counts[d] <= pool[d]
+    assert max(counts[d] / pool[d] for d in (1, 2)) > 0.97  # the largest such sub-pool: one difficulty kept whole
+    ids = [t.task_id for t in full]
+    assert [t.task_id for t in mixed] == sorted((t.task_id for t in mixed), key=ids.index)  # seeded order kept
+
+
+@pytest.mark.parametrize("weights", [{3: 1}, {1: -1}, {1: 0, 2: 0}, {"x": 1}, {1: "a"}])
+def test_bad_difficulty_weights_are_rejected(weights):
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.recipe_config import DataSection
+
+    with pytest.raises(LfoError, match="difficulty_weights"):
+        DataSection(fresh_tasks=10, max_difficulty=2, difficulty_weights=weights)
