@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lfo-installed
 DATA := data
 
-.PHONY: demo test install lint bench clean-venv
+.PHONY: demo test install lint bench gpu-checklist clean-venv
 
 # The venv is rebuilt when pyproject.toml changes. torch is installed first as the CPU wheel
 # (torch==2.13.0) unless a CUDA driver is present, so the project's `torch>=2.13,<2.14` is already
@@ -43,7 +43,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check lfo_cli tests benchmarks
+	$(BIN)/ruff check lfo_cli tests benchmarks scripts
+
+# What a lent GPU machine runs (docs/gpu.md): `make gpu-checklist` prints the plan and the missing wheels;
+# `scripts/gpu_checklist.sh prepare` stages them in .gpu/.
+gpu-checklist: $(STAMP)
+	PYTHON=$(BIN)/python scripts/gpu_checklist.sh --dry-run
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py

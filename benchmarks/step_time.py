@@ -61,6 +61,8 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
 
     set_seed(a.seed)
     cuda = torch.cuda.is_available()  # GPU: bf16 autocast (the GPU recipes' setting); CPU: float32
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
 
     def sync() -> None:  # CUDA kernels run asynchronously: wait for them before reading a clock
         if cuda:
@@ -149,6 +151,8 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
         "generation_s": round(gen_s, 2), "policy_loss_s": round(policy_s, 2),
         "wm_loss_s": round(max(dual_s - policy_s, 0.0), 2), "optimizer_s": round(opt_s, 3),
         "step_s": round(gen_s + dual_s + opt_s, 2),
+        "completion_tokens_per_s": round(completion_tokens / max(gen_s + dual_s + opt_s, 1e-9), 1),
+        "max_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
     }
 
 

