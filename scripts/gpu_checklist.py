@@ -115,8 +115,8 @@ STEPS = {
                         "--set", "trainer.max_steps=1", "--set", "trainer.per_device_train_batch_size=16",
                         "--set", "trainer.num_generations=4", "--set", "trainer.gradient_accumulation_steps=1",
                         "--set", "eval.every=0", "--out", "{work}/runs/zero2_{time}"]),
-        ("qwen3_build", 50, ["{py}", "scripts/gpu_checklist.py", "random-qwen3", "{work}/qwen3"]),
-        ("qwen3_random", 250, ["{py}", "benchmarks/step_time.py", "--models", "smollm2-135m",
+        ("qwen3_build", 90, ["{py}", "scripts/gpu_checklist.py", "random-qwen3", "{work}/qwen3"]),
+        ("qwen3_random", 210, ["{py}", "benchmarks/step_time.py", "--models", "smollm2-135m",
                                "--base", "smollm2-135m={work}/qwen3", "--shapes", "4x4", "--repeats", "1",
                                "--max-completion-length", "256", "--json"]),
     ],
@@ -317,7 +317,10 @@ def random_qwen3(out: Path) -> int:
     torch.manual_seed(0)
     cfg = Qwen3Config(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                       pad_token_id=tok.pad_token_id, **QWEN3_06B)
-    model = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # random init of ~0.5B weights: minutes on one CPU core
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device(device):
+        model = Qwen3ForCausalLM(cfg)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     print(json.dumps({"parameters": sum(p.numel() for p in model.parameters()), "config": QWEN3_06B}))
