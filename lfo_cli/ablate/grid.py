@@ -212,9 +212,11 @@ def expand(grid: Grid, runs_dir: Path, validate: bool = True) -> list[Cell]:
     from lfo_cli import recipes
 
     cells = []
-    for cid, values in grid.conditions:
-        overrides = grid.fixed + [_override(k, v) for k, v in values.items()] + grid.cli_set
-        for seed in grid.seeds:
+    # Seed-major: a grid stopped part way holds whole seeds (every condition of seed 0, then of seed 1, ...),
+    # which is what its paired comparisons need.
+    for seed in grid.seeds:
+        for cid, values in grid.conditions:
+            overrides = grid.fixed + [_override(k, v) for k, v in values.items()] + grid.cli_set
             cell_id = f"{cid}__s{seed}"
             resolved: dict = {}
             if validate:

@@ -144,6 +144,14 @@ def test_shipped_grids_all_validate():
     assert {c.resolved["model"]["name"] for c in headline} == {"smollm2-135m"}  # one --set switches the model
 
 
+
+def test_cells_run_seed_major_so_a_stopped_grid_holds_whole_seeds():
+    cells = expand(load_grid("observation_cpu"), Path("/x"), validate=False)
+    conditions = list(dict.fromkeys(c.condition for c in cells))
+    seeds = list(dict.fromkeys(c.seed for c in cells))
+    assert [(c.seed, c.condition) for c in cells] == [(s, k) for s in seeds for k in conditions]
+    assert len(seeds) >= 4 and conditions[0] == "baseline"
+
 # ---- running ----------------------------------------------------------------------------------
 def test_failed_cell_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
     monkeypatch.setenv("FAIL_SEED", "1")
