@@ -35,10 +35,15 @@ _NOT_TOOLS = frozenset({"reset", "get_reward"})
 
 
 def chat_template() -> str:
-    """TRL's stored Qwen2.5 template, byte for byte (what ``add_response_schema`` compares against)."""
-    from trl.chat_template_utils import qwen2_5_chat_template
+    """TRL's stored Qwen2.5 template, byte for byte (what ``add_response_schema`` compares against).
 
-    return qwen2_5_chat_template
+    Read from the file ``trl.chat_template_utils.qwen2_5_chat_template`` is read from: importing that
+    module pulls in transformers, datasets and torch (~4 s), and the template is part of the micro
+    model's cache key, which `lfo models list` and `--dry-run` compute.
+    """
+    from importlib.resources import files
+
+    return (files("trl") / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
 
 
 def configure_tokenizer(tokenizer: Any) -> Any:

@@ -107,3 +107,16 @@ def test_training_template_renders_the_same_text_and_masks_assistant_turns(tiny_
     masked = tiny_tokenizer.decode([i for i, m in zip(out["input_ids"], out["assistant_masks"], strict=True) if m])
     assert "<tool_call>" in masked and FINAL_REPLY in masked
     assert prompts.SYSTEM_PROMPT not in masked and "<tool_response>" not in masked
+
+
+def test_chat_template_is_trls_without_importing_its_module():
+    import subprocess
+    import sys
+
+    code = ("import sys; from lfo_cli.models.prompts import chat_template; t = chat_template(); "
+            "print('trl.chat_template_utils' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]  # `lfo models list` computes this (the micro cache key) and must stay fast
+    from lfo_cli.models.prompts import chat_template
+
+    assert chat_template() == qwen2_5_chat_template
