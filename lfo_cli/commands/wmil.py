@@ -37,6 +37,9 @@ AlgoOpt = Annotated[str | None, typer.Option("--algorithm", help="reinforce (def
 ParentOpt = Annotated[str | None, typer.Option("--parent", help="deterministic (default) or llm.")]
 ParentUrlOpt = Annotated[str | None, typer.Option("--parent-url", help="OpenAI-compatible endpoint for --parent llm (else the local SmolLM2).")]
 ParentModelOpt = Annotated[str | None, typer.Option("--parent-model", help="Model name for the endpoint / local model id.")]
+ParentKeyOpt = Annotated[str | None, typer.Option(
+    "--parent-api-key-env", help="Environment variable with the bearer token for --parent-url (default OPENAI_API_KEY; "
+    "the key itself is never written anywhere).")]
 StepsOpt = Annotated[int | None, typer.Option("--steps", help="Training steps = policy updates (default 10000).")]
 EnvsOpt = Annotated[int | None, typer.Option("--num-envs", help="Episodes per training step (default 64).")]
 LrOpt = Annotated[float | None, typer.Option("--lr", help="Adam learning rate (default 1e-3).")]
@@ -85,6 +88,7 @@ def train_cmd(
     parent_model: ParentModelOpt = None, steps: StepsOpt = None, num_envs: EnvsOpt = None, lr: LrOpt = None,
     wm_coef: WmOpt = None, entropy_coef: EntOpt = None, kl_coef: KlOpt = None, level: LevelOpt = None,
     curriculum: CurrOpt = None, context_window: CtxOpt = None, wm_target: WmTargetOpt = None,
+    parent_api_key_env: ParentKeyOpt = None,
     parent_max_retries: Annotated[int | None, typer.Option("--parent-max-retries", help="Retries per invalid LLM reply (default 2).")] = None,
     parent_timeout: Annotated[float | None, typer.Option("--parent-timeout", help="Seconds per LLM request (default 30).")] = None,
     mastery_threshold: Annotated[float | None, typer.Option("--mastery-threshold", help="Curriculum threshold (default 0.8).")] = None,
@@ -109,8 +113,8 @@ def train_cmd(
 
     over = _overrides(task=task, num_actions=num_actions, hidden_dim=hidden_dim, num_layers=num_layers,
                       num_heads=num_heads, algorithm=algorithm, parent=parent, parent_url=parent_url,
-                      parent_model=parent_model, parent_max_retries=parent_max_retries,
-                      parent_timeout=parent_timeout, steps=steps, num_envs=num_envs, lr=lr, wm_coef=wm_coef,
+                      parent_model=parent_model, parent_api_key_env=parent_api_key_env,
+                      parent_max_retries=parent_max_retries, parent_timeout=parent_timeout, steps=steps, num_envs=num_envs, lr=lr, wm_coef=wm_coef,
                       entropy_coef=entropy_coef, kl_coef=kl_coef, level=level, curriculum=curriculum,
                       context_window=context_window, wm_target=wm_target, mastery_threshold=mastery_threshold,
                       curriculum_window=curriculum_window, reward_weights=_parse_weights(reward_weights), seed=seed,

@@ -47,6 +47,11 @@ class WMILConfig:
     parent: str = field(default="deterministic", metadata={"help": "deterministic (default, fix 5) or llm."})
     parent_url: str | None = field(default=None, metadata={"help": "OpenAI-compatible endpoint for --parent llm (else: local model)."})
     parent_model: str = field(default="smollm2-135m", metadata={"help": "Model name sent to the endpoint, or the local model id."})
+    parent_api_key_env: str = field(
+        default="OPENAI_API_KEY",
+        metadata={"help": "Environment variable holding the bearer token sent to --parent-url (only its name is "
+                  "stored; the key never reaches logs or run dirs)."},
+    )
     parent_max_retries: int = field(default=2, metadata={"help": "Retries per invalid LLM reply before falling back to the rules."})
     parent_timeout: float = field(default=30.0, metadata={"help": "Seconds per LLM request."})
     # -- run --------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ SmolLM2, offline). It never lets a bad reply hurt training:
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import OrderedDict
 from typing import Any, Protocol
@@ -75,21 +76,30 @@ def normalise_base_url(url: str) -> str:
 class HTTPChatClient:
     """OpenAI-compatible ``POST {base}/chat/completions`` with httpx (greedy, short replies)."""
 
-    def __init__(self, url: str, model: str = "default", timeout: float = 30.0, max_tokens: int = 96):
+    def __init__(self, url: str, model: str = "default", timeout: float = 30.0, max_tokens: int = 96,
+                 api_key: str | None = None, api_key_env: str = "OPENAI_API_KEY"):
         import httpx
 
         self.base = normalise_base_url(url)
-        self.model, self.max_tokens = model, max_tokens
-        self.client = httpx.Client(timeout=timeout)
+        self.model, self.max_tokens, self.api_key_env = model, max_tokens, api_key_env
+        # The key lives only in the client's headers: never in an attribute that is logged, saved or printed.
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(timeout=timeout, headers=headers)
 
     def check_reachable(self, timeout: float = 5.0) -> None:
-        """Fail fast (LfoError -> exit 2) when nothing answers at the URL; any HTTP status is fine."""
+        """Fail fast (LfoError -> exit 2) when nothing answers at the URL or it refuses the credentials;
+        any other HTTP status is fine (not every server lists models)."""
         import httpx
 
         try:
-            self.client.get(self.base + "/models", timeout=timeout)
+            resp = self.client.get(self.base + "/models", timeout=timeout)
         except httpx.HTTPError as exc:
             raise LfoError(f"parent URL {self.base} is unreachable ({type(exc).__name__}: {exc})") from None
+        if resp.status_code in (401, 403):
+            has_key = "Authorization" in self.client.headers
+            hint = (f"the key in ${self.api_key_env} was refused" if has_key else
+                    f"set ${self.api_key_env} (or name another variable with --parent-api-key-env)")
+            raise LfoError(f"parent URL {self.base} answered {resp.status_code} {resp.reason_phrase}: {hint}")
 
     def chat(self, messages: list[dict[str, str]]) -> str:
         body = {"model": self.model, "messages": messages, "temperature": 0.0, "max_tokens": self.max_tokens}
@@ -289,8 +299,10 @@ class LLMParent:
 
 
 def make_parent(kind: str, task: Task, *, url: str | None = None, model: str = "smollm2-135m",
-                max_retries: int = 2, timeout: float = 30.0, llm_instances: bool = True):
-    """Build the parent named on the command line. ``llm`` + ``url`` -> HTTP; ``llm`` alone -> local model."""
+                max_retries: int = 2, timeout: float = 30.0, llm_instances: bool = True,
+                api_key_env: str = "OPENAI_API_KEY"):
+    """Build the parent named on the command line. ``llm`` + ``url`` -> HTTP (with the bearer token in the
+    environment variable ``api_key_env``, when set); ``llm`` alone -> local model."""
     if kind == "deterministic":
         if url:
             raise LfoError("--parent-url needs --parent llm")
@@ -298,7 +310,8 @@ def make_parent(kind: str, task: Task, *, url: str | None = None, model: str = "
     if kind != "llm":
         raise LfoError(f"unknown parent '{kind}' (known: deterministic, llm)")
     if url:
-        client = HTTPChatClient(url, model=model, timeout=timeout)
+        client = HTTPChatClient(url, model=model, timeout=timeout, api_key=os.environ.get(api_key_env) or None,
+                                api_key_env=api_key_env)
         client.check_reachable()
     else:
         client = LocalChatClient(model)

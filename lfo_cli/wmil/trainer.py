@@ -67,7 +67,8 @@ class Trainer:
         # ---------------------------------------------------------------------------------
         self.task = make_task(cfg.task, cfg.num_actions)
         self.parent = parent or make_parent(cfg.parent, self.task, url=cfg.parent_url, model=cfg.parent_model,
-                                            max_retries=cfg.parent_max_retries, timeout=cfg.parent_timeout)
+                                            max_retries=cfg.parent_max_retries, timeout=cfg.parent_timeout,
+                                            api_key_env=cfg.parent_api_key_env)
         self.model = build_model(cfg, self.task)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, fused=True)  # fused: 3x faster step on CPU
         self.curriculum = CurriculumManager(initial_level(cfg, self.task), self.task.num_levels - 1,

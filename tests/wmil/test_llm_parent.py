@@ -23,18 +23,29 @@ class StubServer:
     'ok' (correct JSON), 'prose' (correct JSON wrapped in prose), 'garbage' (no JSON), 'range' (reward 7),
     'missing' (no next_state), 'http500' (server error)."""
 
-    def __init__(self, script):
+    def __init__(self, script, key=None):
         self.script, self.calls, self.lock = list(script), 0, threading.Lock()
+        self.key, self.auth_seen = key, []  # key: every request must carry "Authorization: Bearer <key>"
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
+            def _authorised(self):
+                stub.auth_seen.append(self.headers.get("Authorization"))
+                if stub.key and self.headers.get("Authorization") != f"Bearer {stub.key}":
+                    self._send(401, {"error": "invalid api key"})
+                    return False
+                return True
+
             def do_GET(self):
-                self._send(200, {"object": "list", "data": [{"id": "stub"}]})
+                if self._authorised():
+                    self._send(200, {"object": "list", "data": [{"id": "stub"}]})
 
             def do_POST(self):
+                if not self._authorised():
+                    return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 prompt = body["messages"][-1]["content"]
                 with stub.lock:
@@ -131,3 +142,41 @@ def test_unreachable_parent_url_exits_2_with_one_line(tmp_path):
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "unreachable" in lines[0]
+
+
+SECRET = "sk-test-6f1d2c0a9b8e7d6c5b4a"
+
+
+@pytest.mark.parametrize("env_name", [None, "MY_PARENT_KEY"])
+def test_the_bearer_token_is_sent_and_never_written(tmp_path, monkeypatch, env_name):
+    s = StubServer(["ok"], key=SECRET)
+    try:
+        monkeypatch.setenv(env_name or "OPENAI_API_KEY", SECRET)
+        flag = ["--parent-api-key-env", env_name] if env_name else []
+        result = CliRunner().invoke(app, ["wmil", "train", "--task", "pattern_echo", "--parent", "llm", "--parent-url",
+                                          s.url, *flag, "--steps", "20", "--num-envs", "16", "--log-every", "10",
+                                          "--save-every", "10", "--out", str(tmp_path / "run"), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        assert s.calls > 0 and set(s.auth_seen) == {f"Bearer {SECRET}"}
+        assert SECRET not in result.output
+        files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
+        assert files and not [p for p in files if SECRET.encode() in p.read_bytes()]
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("key", "needle"), [(None, "set $OPENAI_API_KEY"), ("sk-wrong-key-123", "was refused")])
+def test_a_missing_or_refused_key_is_one_error_line_without_the_key(tmp_path, monkeypatch, key, needle):
+    s = StubServer(["ok"], key=SECRET)
+    try:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        if key:
+            monkeypatch.setenv("OPENAI_API_KEY", key)
+        result = CliRunner().invoke(app, ["wmil", "train", "--parent", "llm", "--parent-url", s.url,
+                                          "--out", str(tmp_path / "x")])
+        assert result.exit_code == 2
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "401" in lines[0] and needle in lines[0], lines
+        assert not key or key not in result.output
+    finally:
+        s.close()
