@@ -7,8 +7,10 @@ Output schema (``RUN/transfer_eval.json``, also ``lfo transfer-eval --json``)::
 
     {"run_dir": str, "backend": "transformers" | "vllm", "samples": int, "seed": int, "temperature": float,
      "difficulties": [int] | null,  # the difficulties evaluated (null: all)
+     "parameters": {...},      # every argument of the evaluation (split, samples, temperature, seed, ...)
      "splits": {SPLIT: {"n": int, "successes": int, "success": float, "ci_low": float, "ci_high": float,
-                        "by_difficulty": {"1": {"n", "successes", "success", "ci_low", "ci_high"}, ...},
+                        "k": int, "tasks": int, "pass_k": float,   # tau-bench pass^k over the k samples of a task
+                        "by_difficulty": {"1": {"n", "successes", "success", "ci_low", "ci_high", "pass_k"}, ...},
                         "behaviour": {"auth_before_first_call": float, "order_correct": float,
                                       "phone_calls_per_task": float, "forms_per_task": float,
                                       "invalid_calls_per_task": float, "valid_tool_call_rate": float},
@@ -50,13 +52,28 @@ def rate_row(successes: int, n: int) -> dict[str, Any]:
     return {"n": n, "successes": successes, "success": successes / n if n else 0.0, "ci_low": lo, "ci_high": hi}
 
 
+def pass_hat_k(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """tau-bench's pass^k: the share of tasks whose k samples all succeed (k = samples per task, the same
+    for every task), next to pass^1 (the share of episodes that succeed). ``k`` is null when tasks differ
+    in their number of samples."""
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for e in episodes:
+        by_task[e["task_id"]].append(bool(e["success"]))
+    ks = {len(v) for v in by_task.values()}
+    k = ks.pop() if len(ks) == 1 else None
+    return {"k": k, "tasks": len(by_task), "pass_1": sum(map(sum, by_task.values())) / max(len(episodes), 1),
+            "pass_k": (sum(all(v) for v in by_task.values()) / len(by_task)) if by_task and k else None}
+
+
 def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
     episodes, turns = result["episodes"], result["turns"]
     row = rate_row(sum(e["success"] for e in episodes), len(episodes))
+    row.update({key: v for key, v in pass_hat_k(episodes).items() if key != "pass_1"})
     by = defaultdict(list)
     for e in episodes:
-        by[e["difficulty"]].append(e["success"])
-    row["by_difficulty"] = {str(d): rate_row(sum(v), len(v)) for d, v in sorted(by.items())}
+        by[e["difficulty"]].append(e)
+    row["by_difficulty"] = {str(d): {**rate_row(sum(e["success"] for e in v), len(v)),
+                                     "pass_k": pass_hat_k(v)["pass_k"]} for d, v in sorted(by.items())}
     behaviour = {}
     for name, key in BEHAVIOUR_KEYS.items():
         values = [float(e[key]) for e in episodes if key in e]
@@ -68,6 +85,35 @@ def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
     row["behaviour"] = behaviour
     row["outcomes"] = episode_outcomes(result)
     return row
+
+
+def eval_parameters(splits: tuple[str, ...], *, samples: int, max_tasks: int | None, temperature: float, seed: int,
+                    backend: str, data_dir: str | Path | None, difficulties: tuple[int, ...] | None,
+                    against_base: bool) -> dict[str, Any]:
+    """Every argument that changes an evaluation's result, as recorded in its file."""
+    return {"splits": list(splits), "samples": samples, "max_tasks": max_tasks, "temperature": temperature,
+            "seed": seed, "backend": backend, "data_dir": str(data_dir) if data_dir else None,
+            "difficulties": sorted(difficulties) if difficulties else None, "against_base": against_base}
+
+
+def eval_file_name(parameters: dict[str, Any]) -> str:
+    """The file an evaluation is saved as, named by its parameters (so another evaluation never overwrites it),
+    e.g. ``transfer_eval-transfer+val-k1-T1-seed0.json``; ``data_dir`` is recorded in the file, not the name."""
+    p = parameters
+    parts = ["transfer_eval", "+".join(p["splits"]), f"k{p['samples']}", f"T{p['temperature']:g}", f"seed{p['seed']}"]
+    if p["difficulties"]:
+        parts.append("d" + "".join(str(d) for d in p["difficulties"]))
+    if p["max_tasks"]:
+        parts.append(f"n{p['max_tasks']}")
+    if p["against_base"]:
+        parts.append("vsbase")
+    if p["backend"] != "transformers":
+        parts.append(p["backend"])
+    if p.get("data_dir"):
+        import hashlib
+
+        parts.append("data" + hashlib.sha256(str(p["data_dir"]).encode()).hexdigest()[:6])
+    return "-".join(parts) + ".json"
 
 
 def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "val"), *, samples: int = 1,
@@ -97,6 +143,10 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
         model, tokenizer = load_run_model(run_dir, "policy")
     out: dict[str, Any] = {"run_dir": str(run_dir), "backend": backend, "samples": samples, "seed": seed,
                            "temperature": temperature, "difficulties": sorted(difficulties) if difficulties else None,
+                           "parameters": eval_parameters(splits, samples=samples, max_tasks=max_tasks,
+                                                         temperature=temperature, seed=seed, backend=backend,
+                                                         data_dir=data_dir, difficulties=difficulties,
+                                                         against_base=against_base),
                            "splits": {}, "base": {} if against_base else None,
                            "vs_base": {} if against_base else None}
     for split in splits:

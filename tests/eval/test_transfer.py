@@ -140,3 +140,26 @@ def test_train_split_plays_the_world_train_tasks(run):
     out = transfer_eval(run_dir, ("train",), max_tasks=3)
     assert [t for t, _ in out["splits"]["train"]["outcomes"]] == [t.task_id for t in world.tasks["train"][:3]]
     assert out.get("gap") is None
+
+
+def test_pass_hat_k_is_the_share_of_tasks_whose_k_samples_all_succeed():
+    from lfo_cli.eval.transfer import pass_hat_k
+
+    eps = [{"task_id": t, "success": s} for t, s in
+           [("a", 1), ("a", 1), ("a", 1), ("b", 1), ("b", 0), ("b", 1), ("c", 0), ("c", 0), ("c", 0)]]
+    got = pass_hat_k(eps)
+    assert got == {"k": 3, "tasks": 3, "pass_1": pytest.approx(5 / 9), "pass_k": pytest.approx(1 / 3)}
+    assert pass_hat_k(eps[:4])["k"] is None and pass_hat_k(eps[:4])["pass_k"] is None  # unequal samples per task
+    assert pass_hat_k([{"task_id": "x", "success": True}]) == {"k": 1, "tasks": 1, "pass_1": 1.0, "pass_k": 1.0}
+
+
+def test_an_evaluation_records_its_parameters_and_is_named_by_them(run):
+    from lfo_cli.eval.transfer import eval_file_name, transfer_eval
+
+    run_dir, _ = run
+    a = transfer_eval(run_dir, ("val",), samples=2, difficulties=(1,))
+    b = transfer_eval(run_dir, ("val",), samples=3, difficulties=(1,))
+    assert a["parameters"]["samples"] == 2 and a["parameters"]["difficulties"] == [1]
+    assert a["splits"]["val"]["k"] == 2 and a["splits"]["val"]["pass_k"] <= a["splits"]["val"]["success"]
+    assert eval_file_name(a["parameters"]) != eval_file_name(b["parameters"])
+    assert eval_file_name(a["parameters"]) == "transfer_eval-val-k2-T1-seed0-d1.json"
