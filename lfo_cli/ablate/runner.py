@@ -105,6 +105,18 @@ def _previous(runs_csv: Path) -> dict[str, dict]:
         return {}
 
 
+def finished_durations(runs_csv: Path) -> dict[str, float]:
+    """Seconds each complete cell took, from ``runs.csv`` (what `ablate --dry-run` estimates from)."""
+    out = {}
+    for cid, row in _previous(runs_csv).items():
+        try:
+            if row.get("status") == "complete" and row.get("duration_s"):
+                out[cid] = float(row["duration_s"])
+        except ValueError:
+            continue
+    return out
+
+
 def write_runs_csv(path: Path, grid: Grid, records: list[Record]) -> None:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

@@ -40,15 +40,8 @@ def ablate(
 
       lfo ablate --grid cpu_headline --set model.name=smollm2-135m --set model.warmstart=warmstart_smollm2 --runs-dir runs/grids/cpu_headline_smollm2
     """
-    from lfo_cli.ablate.grid import cell_argv, expand, load_grid
-    from lfo_cli.ablate.runner import (
-        Lock,
-        check_existing,
-        install_sigterm_as_interrupt,
-        is_complete,
-        is_started,
-        run_grid,
-    )
+    from lfo_cli.ablate.grid import expand, load_grid
+    from lfo_cli.ablate.runner import Lock, check_existing, install_sigterm_as_interrupt, run_grid
 
     g = load_grid(grid, extra_set=list(set_ or []))
     runs = runs_dir or Path("runs") / "grids" / g.name
@@ -56,25 +49,7 @@ def ablate(
     check_existing(cells)
 
     if dry_run:
-        rows = []
-        for c in cells:
-            status = "complete" if is_complete(c.run_dir) else ("started" if is_started(c.run_dir) else "pending")
-            rows.append({"cell_id": c.cell_id, "seed": c.seed, "values": c.values, "status": status,
-                         "run_dir": str(c.run_dir), "argv": cell_argv(g, c, resume=status == "started")})
-        if json_out:
-            print_json({"grid": str(g.path), "runs_dir": str(runs), "cells": rows})
-            return
-        from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table(title=f"grid {g.name}: {len(cells)} runs ({len(g.conditions)} cells x {len(g.seeds)} seeds), base {g.base}")
-        for col in ("cell", "seed", "status", "command"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            # Text: a value such as `lora.target_modules=[q_proj,v_proj]` is not rich markup
-            table.add_row(Text(r["cell_id"]), str(r["seed"]), r["status"], Text(" ".join(r["argv"][1:])))
-        Console().print(table)
+        _dry_run(g, cells, runs, parallel, json_out)
         return
 
     install_sigterm_as_interrupt()
@@ -97,3 +72,47 @@ def ablate(
             typer.echo(f"  {r.status}: {r.cell.cell_id} (exit code {r.exit_code}, log {r.log})")
     if failed:
         raise typer.Exit(1)
+
+
+def _dry_run(g, cells, runs: Path, parallel: int, json_out: bool) -> None:
+    """Each cell's status, paste-able command and estimated minutes; the wall time of what is left."""
+    from lfo_cli.ablate.estimate import estimate, paste_command, wall_minutes
+    from lfo_cli.ablate.grid import cell_argv
+    from lfo_cli.ablate.runner import finished_durations, is_complete, is_started
+
+    statuses = {c.cell_id: "complete" if is_complete(c.run_dir) else ("started" if is_started(c.run_dir) else "pending")
+                for c in cells}
+    ests = estimate(cells, statuses, finished_durations(runs / "runs.csv"))
+    wall = wall_minutes(ests, parallel)
+    measured = sum(e.source == "done" for e in ests)
+    rows = [{"cell_id": c.cell_id, "seed": c.seed, "values": c.values, "status": statuses[c.cell_id],
+             "run_dir": str(c.run_dir), "argv": cell_argv(g, c, resume=statuses[c.cell_id] == "started"),
+             "minutes_left": e.minutes, "estimate_from": e.source} for c, e in zip(cells, ests, strict=True)]
+    for r in rows:
+        r["command"] = paste_command(r["argv"])
+    if json_out:
+        print_json({"grid": str(g.path), "runs_dir": str(runs), "parallel": parallel, "wall_minutes": wall,
+                    "cells": rows})
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    table = Table(title=f"grid {g.name}: {len(cells)} runs ({len(g.conditions)} cells x {len(g.seeds)} seeds), "
+                        f"base {g.base}")
+    for col in ("cell", "seed", "status", "min left"):
+        table.add_column(col)
+    for r in rows:
+        left = "-" if r["minutes_left"] is None else f"{r['minutes_left']:.0f}"
+        table.add_row(Text(r["cell_id"]), str(r["seed"]), r["status"], left)
+    console.print(table)
+    for r in rows:
+        if r["status"] != "complete":
+            typer.echo(r["command"])
+    if wall is not None:
+        typer.echo(f"estimated wall time of the {len(cells) - measured} cells left at --parallel {parallel}: "
+                   f"{wall / 60:.1f} h (from the durations of {measured} finished cells in {runs / 'runs.csv'})")
+    else:
+        typer.echo(f"no estimate: no cell of this grid has finished yet ({runs / 'runs.csv'} records each cell's "
+                   "duration once it has)")

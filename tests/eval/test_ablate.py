@@ -287,3 +287,33 @@ def test_dry_run_table_prints_list_values_literally(tmp_path):
     assert result.exit_code == 0, result.output
     [argv] = [line for line in result.output.splitlines() if "lora.target_modules=" in line]
     assert "lora.target_modules=[bold]" in argv
+
+
+def test_dry_run_prints_paste_able_commands_and_estimates_from_finished_cells(tmp_path):
+    """Cells run in order on the first free slot: 4 cells at --parallel 2, two finished (10 and 20 min, one
+    per condition), one started at half its steps: left = 10 x 0.5 (condition 0) + 20 (condition 0.5)."""
+    grid_path, runs = _grid(tmp_path, command=None), tmp_path / "runs"
+    cells = expand(load_grid(grid_path), runs)
+    assert [c.cell_id for c in cells] == ["coef-0__s0", "coef-0.5__s0", "coef-0__s1", "coef-0.5__s1"]
+    args = ["ablate", "--grid", str(grid_path), "--runs-dir", str(runs), "--dry-run", "--parallel", "2"]
+    fresh = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert fresh.exit_code == 0 and "no estimate: no cell of this grid has finished yet" in fresh.output
+    lines = [ln for ln in fresh.output.splitlines() if ln.startswith("lfo train --recipe dual_lora_micro")]
+    assert len(lines) == 4 and "--set trainer.max_steps=2 --set wm.coef=0.5 --seed 0 --out" in lines[1]
+    for c in cells[:2]:
+        c.run_dir.mkdir(parents=True)
+        (c.run_dir / "summary.json").write_text(json.dumps({"status": "complete"}))
+    started = cells[2].run_dir
+    started.mkdir(parents=True)
+    (started / "recipe.yaml").write_text(yaml.safe_dump(cells[2].resolved))
+    (started / "checkpoint-1").mkdir()
+    (runs / "runs.csv").write_text("cell_id,status,duration_s\ncoef-0__s0,complete,600\ncoef-0.5__s0,complete,1200\n")
+    out = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    left = {r["cell_id"]: (r["status"], r["minutes_left"], r["estimate_from"]) for r in out["cells"]}
+    assert left["coef-0__s1"] == ("started", 5.0, "condition")
+    assert left["coef-0.5__s1"] == ("pending", 20.0, "condition")
+    assert out["wall_minutes"] == 20.0  # two slots: 5 and 20 side by side
+    assert out["cells"][2]["command"] == f"lfo train --resume {started}"
+    shown = CliRunner().invoke(app, args, env={"COLUMNS": "200"}).output
+    assert "estimated wall time of the 2 cells left at --parallel 2: 0.3 h" in shown
+    assert shown.count("lfo train") == 2  # only what is left
