@@ -85,7 +85,7 @@ class Validation(TrainerCallback):
         self.last_step = -1
 
     def _play(self, model, tasks: list) -> dict:
-        from lfo_cli.models.warmstart import evaluate_agent
+        from lfo_cli.models.agent_eval import evaluate_agent
 
         return evaluate_agent(model, self.tokenizer, self.world, tasks, temperature=self.temperature,
                               max_turns=self.max_turns, seed=self.seed)
@@ -93,7 +93,7 @@ class Validation(TrainerCallback):
     handler = None  # the trainer's callback handler: validation rows go through on_log, to metrics.jsonl and trackers
 
     def evaluate(self, model, step: int, final: bool = False, args=None, state=None, control=None) -> dict[str, float]:
-        from lfo_cli.models.warmstart import episode_outcomes
+        from lfo_cli.models.agent_eval import episode_outcomes
         from lfo_cli.train.adapters import POLICY, activate
 
         activate(model, POLICY)
@@ -212,7 +212,7 @@ def validation_metrics(result: dict[str, Any], prefix: str = "val", world=None) 
         for d in sorted({e["difficulty"] for e in episodes}):
             sub = [e for e in episodes if e["difficulty"] == d]
             row[f"{prefix}/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
-    from lfo_cli.models.warmstart import summarize_eval
+    from lfo_cli.models.agent_eval import summarize_eval
 
     summary = summarize_eval(result)  # the warm start's definitions, so both evaluations read alike
     if any(not t.get("final_reply") for t in turns):  # "Done." is not a call
@@ -323,7 +323,7 @@ def heldout_pool(world, ev) -> list:
     """``eval.heldout_tasks`` fresh tasks of the held-out companies at ``eval.heldout_difficulties``
     (seeded by the world's seed alone: the same for every run on a world)."""
     from lfo_cli.env.world import DIFFICULTIES, fresh_heldout_tasks
-    from lfo_cli.models.warmstart import stratified_tasks
+    from lfo_cli.models.agent_eval import stratified_tasks
 
     if not ev.heldout_tasks:
         return []
@@ -341,9 +341,9 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     from transformers.trainer_utils import get_last_checkpoint
 
     from lfo_cli.env import load_world, make_env_factory
+    from lfo_cli.models.agent_eval import stratified_tasks
     from lfo_cli.models.prompts import dataset_row
     from lfo_cli.models.registry import load_model
-    from lfo_cli.models.warmstart import stratified_tasks
     from lfo_cli.train.adapters import attach_dual_lora
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
 

@@ -51,7 +51,7 @@ def run(tmp_path, monkeypatch):
         return {"episodes": episodes, "turns": []}
 
     monkeypatch.setattr("lfo_cli.eval.loading.load_run_model", lambda *a, **k: (model, None))
-    monkeypatch.setattr("lfo_cli.models.warmstart.evaluate_agent", fake_evaluate)
+    monkeypatch.setattr("lfo_cli.models.agent_eval.evaluate_agent", fake_evaluate)
     return tmp_path / "run", seen
 
 
