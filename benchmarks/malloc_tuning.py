@@ -28,7 +28,7 @@ def worker(steps: int, batch_size: int, data_dir: str) -> dict:
 
     from lfo_cli.env.policies import NoiseConfig
     from lfo_cli.env.trl_env import CustomerServiceEnv
-    from lfo_cli.env.world import load_world
+    from lfo_cli.env.world_files import load_world
     from lfo_cli.models import prompts
     from lfo_cli.models.registry import load_model
     from lfo_cli.models.sft_data import tokenize_trajectories

@@ -31,7 +31,7 @@ def main() -> None:
     a = parser.parse_args()
 
     from lfo_cli.env import load_world
-    from lfo_cli.env.world import fresh_training_tasks
+    from lfo_cli.env.tasks import fresh_training_tasks
     from lfo_cli.models.agent_eval import evaluate_agent, summarize_eval
     from lfo_cli.models.registry import load_model
 

@@ -22,6 +22,7 @@ from lfo_cli.env.formatting import (
     strip_target_markers,
     world_model_example,
 )
+from lfo_cli.env.generate import WorldConfig, generate_world
 from lfo_cli.env.policies import (
     POLICIES,
     Action,
@@ -36,18 +37,8 @@ from lfo_cli.env.policies import (
 )
 from lfo_cli.env.replies import CATEGORIES, PHONE_CATEGORIES, ParsedReply, parse_directory, parse_reply
 from lfo_cli.env.trl_env import CustomerServiceEnv, EnvFactory, make_env_factory
-from lfo_cli.env.world import (
-    SPLITS,
-    Company,
-    Department,
-    Task,
-    TaskStep,
-    WorldConfig,
-    WorldData,
-    generate_world,
-    load_world,
-    write_world,
-)
+from lfo_cli.env.world import SPLITS, Company, Department, Task, TaskStep, WorldData
+from lfo_cli.env.world_files import load_world, write_world
 
 __all__ = [
     "CATEGORIES", "FIELDS", "INDUSTRIES", "MAX_TURNS", "PHONE_CATEGORIES", "POLICIES", "REFERENCE_KEY", "SPLITS",

@@ -15,7 +15,7 @@ from lfo_cli.models.warmstart_config import WarmStartConfig
 
 
 def load_world_for(cfg: WarmStartConfig):
-    from lfo_cli.env.world import MANIFEST_FILE, load_world
+    from lfo_cli.env.world_files import MANIFEST_FILE, load_world
 
     if not (Path(cfg.data.dir) / MANIFEST_FILE).is_file():
         raise LfoError(
@@ -29,7 +29,8 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
     from lfo_cli.models.trajectories import collect_trajectories
 
     if cfg.data.fresh_tasks:
-        from lfo_cli.env.world import fresh_training_tasks, sub_seed
+        from lfo_cli.env.tasks import fresh_training_tasks
+        from lfo_cli.env.world import sub_seed
 
         tasks = fresh_training_tasks(world, cfg.data.fresh_tasks, seed=sub_seed("sft", world.seed, cfg.seed))
     else:

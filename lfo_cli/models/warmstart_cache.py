@@ -40,7 +40,7 @@ NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {"data": {"slip": 0.0, "imitat
 
 def warmstart_key(cfg: WarmStartConfig) -> str:
     """Hash of the resolved config, the data manifest and the base model's identity."""
-    from lfo_cli.env.world import MANIFEST_FILE
+    from lfo_cli.env.world_files import MANIFEST_FILE
     from lfo_cli.recipes import config_to_dict
 
     manifest = Path(cfg.data.dir) / MANIFEST_FILE

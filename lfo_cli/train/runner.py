@@ -261,7 +261,7 @@ def training_tasks(world, data, seed: int) -> list:
     """The RL training tasks: the world's train split, or ``data.fresh_tasks`` newly drawn ones (on
     ``data.companies`` when set; then registered in ``world`` so the environment resolves their ids),
     filtered by difficulty, capped."""
-    from lfo_cli.env.world import fresh_training_tasks, select_companies
+    from lfo_cli.env.tasks import fresh_training_tasks, select_companies
 
     pool = world.tasks["train"]
     if data.fresh_tasks:
@@ -301,7 +301,7 @@ def validation_pool(world, ev, companies: list[str] | None = None) -> list:
     the training companies (split ``valfresh``, seeded by the world's seed alone: the same for every run
     and training seed on a world, and apart from the ``rl``/``sft`` draws), filtered by difficulty;
     ``companies`` (the study's subset, `data.companies`) restricts both to those companies."""
-    from lfo_cli.env.world import fresh_training_tasks
+    from lfo_cli.env.tasks import fresh_training_tasks
 
     pool = world.tasks["val"]
     if ev.fresh_tasks:
@@ -322,7 +322,8 @@ HELDOUT_FRESH_SPLIT = "heldoutfresh"
 def heldout_pool(world, ev) -> list:
     """``eval.heldout_tasks`` fresh tasks of the held-out companies at ``eval.heldout_difficulties``
     (seeded by the world's seed alone: the same for every run on a world)."""
-    from lfo_cli.env.world import DIFFICULTIES, fresh_heldout_tasks
+    from lfo_cli.env.tasks import fresh_heldout_tasks
+    from lfo_cli.env.world import DIFFICULTIES
     from lfo_cli.models.agent_eval import stratified_tasks
 
     if not ev.heldout_tasks:
@@ -372,7 +373,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 
     dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty) for t in tasks])
-    from lfo_cli.env.world import select_companies
+    from lfo_cli.env.tasks import select_companies
 
     companies = select_companies(world, cfg.data.companies)
     val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval, companies), cfg.eval.num_tasks)

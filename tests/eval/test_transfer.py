@@ -32,7 +32,8 @@ class AdapterModel:
 
 @pytest.fixture
 def run(tmp_path, monkeypatch):
-    from lfo_cli.env.world import generate_world, write_world
+    from lfo_cli.env.generate import generate_world
+    from lfo_cli.env.world_files import write_world
 
     write_world(generate_world(num_companies=10, num_train_tasks=10, num_val_tasks=20, heldout_fraction=0.3, seed=5),
                 tmp_path / "data")

@@ -344,7 +344,7 @@ def test_validation_pool_fresh_tasks_are_the_worlds_not_the_runs():
 
 def test_company_subset_restricts_training_and_validation_but_not_the_heldout_control():
     from lfo_cli.env import generate_world
-    from lfo_cli.env.world import select_companies
+    from lfo_cli.env.tasks import select_companies
     from lfo_cli.errors import LfoError
     from lfo_cli.train.recipe_config import DataSection, EvalSection
     from lfo_cli.train.runner import heldout_pool, training_tasks, validation_pool
