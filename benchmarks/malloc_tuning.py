@@ -26,7 +26,7 @@ def worker(steps: int, batch_size: int, data_dir: str) -> dict:
     from transformers import TrainerCallback, set_seed
     from trl import SFTConfig, SFTTrainer
 
-    from lfo_cli.env.policies import NoiseConfig
+    from lfo_cli.env.noise import NoiseConfig
     from lfo_cli.env.trl_env import CustomerServiceEnv
     from lfo_cli.env.world_files import load_world
     from lfo_cli.models import prompts

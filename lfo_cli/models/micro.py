@@ -213,7 +213,7 @@ def environment_corpus(spec: TokenizerSpec = TOKENIZER) -> Iterator[str]:
     examples (input + target) for every transition."""
     from lfo_cli.env.formatting import world_model_example
     from lfo_cli.env.generate import generate_world
-    from lfo_cli.env.policies import NoiseConfig
+    from lfo_cli.env.noise import NoiseConfig
     from lfo_cli.models import prompts
     from lfo_cli.models.trajectories import collect_trajectories
 

@@ -98,8 +98,8 @@ class DataSection:
     induction_max_len: int = field(default=48, metadata={"help": "Longest random sequence A of an induction row."})
 
     def noise(self):
-        """The teacher's :class:`~lfo_cli.env.policies.NoiseConfig` (SFT data and the teacher baseline)."""
-        from lfo_cli.env.policies import NoiseConfig
+        """The teacher's :class:`~lfo_cli.env.noise.NoiseConfig` (SFT data and the teacher baseline)."""
+        from lfo_cli.env.noise import NoiseConfig
 
         return NoiseConfig(epsilon=self.epsilon, field_dropout=self.field_dropout, slip=self.slip,
                            field_extra=self.field_extra)

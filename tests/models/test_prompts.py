@@ -12,7 +12,7 @@ from trl.chat_template_utils import (
     supports_tool_calling,
 )
 
-from lfo_cli.env.policies import NoiseConfig
+from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.env.trl_env import CustomerServiceEnv, make_env_factory
 from lfo_cli.env.world_files import load_world
 from lfo_cli.models import prompts
