@@ -10,11 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from lfo_cli.io import atomic_write_text
-from lfo_cli.wmil.envs import Task, VecEnv
+from lfo_cli.wmil.envs import VecEnv
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.parents import DeterministicParent
 from lfo_cli.wmil.rollout import rollout
 from lfo_cli.wmil.runs import load_model_from_run
+from lfo_cli.wmil.task_base import Task
 
 
 @torch.no_grad()

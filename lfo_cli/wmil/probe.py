@@ -15,9 +15,10 @@ import torch
 
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text
-from lfo_cli.wmil.envs import Task, VecEnv
+from lfo_cli.wmil.envs import VecEnv
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.parents import DeterministicParent
+from lfo_cli.wmil.task_base import Task
 
 
 @torch.no_grad()
