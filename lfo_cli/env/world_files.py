@@ -65,6 +65,11 @@ def _req(row: dict, key: str, typ, where: str):
     return v
 
 
+def _typed(row: dict, where: str, **types) -> dict[str, Any]:
+    """The keys ``types`` names, each checked by :func:`_req` in the order given."""
+    return {key: _req(row, key, typ, where) for key, typ in types.items()}
+
+
 def _str_list(v: Any, where: str, key: str) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
         raise LfoError(f"{where}: key {key!r} must be a list of strings")
@@ -82,24 +87,12 @@ def _company_from_row(row: dict, where: str) -> tuple[Company, bool]:
         bad = [f for f in requires if f not in cat.FIELD_SET]
         if bad:
             raise LfoError(f"{w}: unknown field {bad[0]!r}")
-        depts.append(
-            Department(
-                name=_req(d, "name", str, w),
-                phone=_req(d, "phone", str, w),
-                purpose=_req(d, "purpose", str, w),
-                requires=requires,
-                alternatives={k: _str_list(v, w, "alternatives") for k, v in alts_raw.items()},
-                exception=_req(d, "exception", bool, w),
-            )
-        )
+        depts.append(Department(**_typed(d, w, name=str, phone=str, purpose=str), requires=requires,
+                                alternatives={k: _str_list(v, w, "alternatives") for k, v in alts_raw.items()},
+                                exception=_req(d, "exception", bool, w)))
     if not depts:
         raise LfoError(f"{where}: company has no departments")
-    c = Company(
-        id=_req(row, "id", str, where),
-        name=_req(row, "name", str, where),
-        industry=_req(row, "industry", str, where),
-        departments=tuple(depts),
-    )
+    c = Company(**_typed(row, where, id=str, name=str, industry=str), departments=tuple(depts))
     if c.industry not in cat.INDUSTRIES:
         raise LfoError(f"{where}: unknown industry {c.industry!r}")
     return c, bool(row.get("heldout", False))
@@ -111,25 +104,14 @@ def _task_from_row(row: dict, where: str, split: str, companies: dict[str, Compa
     for s in steps_raw:
         if not isinstance(s, dict):
             raise LfoError(f"{where}: each step must be an object")
-        steps.append(
-            TaskStep(
-                department=_req(s, "department", str, where),
-                service=_req(s, "service", str, where),
-                requires_reference=_req(s, "requires_reference", bool, where),
-            )
-        )
+        steps.append(TaskStep(**_typed(s, where, department=str, service=str, requires_reference=bool)))
     user = _req(row, "user", dict, where)
     values = _req(user, "values", dict, where)
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
         raise LfoError(f"{where}: user values must map field names to strings")
     t = Task(
-        task_id=_req(row, "task_id", str, where),
-        split=_req(row, "split", str, where),
-        company_id=_req(row, "company_id", str, where),
-        company_name=_req(row, "company_name", str, where),
-        industry=_req(row, "industry", str, where),
-        difficulty=_req(row, "difficulty", int, where),
-        goal=_req(row, "goal", str, where),
+        **_typed(row, where, task_id=str, split=str, company_id=str, company_name=str, industry=str,
+                 difficulty=int, goal=str),
         steps=tuple(steps),
         user_name=_req(user, "name", str, where),
         user_values=dict(values),
