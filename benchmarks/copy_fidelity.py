@@ -74,7 +74,7 @@ def score(model, tokenizer, trajectories: list[dict], tools: list[dict]) -> dict
     import torch
     import torch.nn.functional as F
 
-    from lfo_cli.models.warmstart import assistant_spans, tokenize_trajectories
+    from lfo_cli.models.sft_data import assistant_spans, tokenize_trajectories
 
     rows, _ = tokenize_trajectories(tokenizer, trajectories, tools, max_length=10**9)  # the SFT tokenization
     nll: dict[str, list[float]] = {c: [] for c in CLASSES}

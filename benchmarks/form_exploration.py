@@ -37,10 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     from lfo_cli.env import catalogue as cat
     from lfo_cli.env import load_world
     from lfo_cli.env.specificity import exception_fields, form_specificity
-    from lfo_cli.env.world import fresh_training_tasks, select_companies
+    from lfo_cli.env.tasks import fresh_training_tasks, select_companies
     from lfo_cli.errors import LfoError
+    from lfo_cli.models.agent_eval import evaluate_agent, stratified_tasks
     from lfo_cli.models.registry import load_model
-    from lfo_cli.models.warmstart import ensure_warmstart, evaluate_agent, stratified_tasks
+    from lfo_cli.models.warmstart import ensure_warmstart
 
     try:
         world = load_world(args.data)

@@ -26,13 +26,13 @@ def worker(steps: int, batch_size: int, data_dir: str) -> dict:
     from transformers import TrainerCallback, set_seed
     from trl import SFTConfig, SFTTrainer
 
-    from lfo_cli.env.policies import NoiseConfig
+    from lfo_cli.env.noise import NoiseConfig
     from lfo_cli.env.trl_env import CustomerServiceEnv
-    from lfo_cli.env.world import load_world
+    from lfo_cli.env.world_files import load_world
     from lfo_cli.models import prompts
     from lfo_cli.models.registry import load_model
+    from lfo_cli.models.sft_data import tokenize_trajectories
     from lfo_cli.models.trajectories import collect_trajectories
-    from lfo_cli.models.warmstart import tokenize_trajectories
     from lfo_cli.perf import tune_malloc
 
     tuned = tune_malloc()  # a no-op under LFO_NO_MALLOC_TUNING=1

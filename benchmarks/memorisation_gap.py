@@ -31,9 +31,9 @@ def main() -> None:
     a = parser.parse_args()
 
     from lfo_cli.env import load_world
-    from lfo_cli.env.world import fresh_training_tasks
+    from lfo_cli.env.tasks import fresh_training_tasks
+    from lfo_cli.models.agent_eval import evaluate_agent, summarize_eval
     from lfo_cli.models.registry import load_model
-    from lfo_cli.models.warmstart import evaluate_agent, summarize_eval
 
     world = load_world(a.data_dir)
     pools = {s: list(world.tasks.get(s, [])) for s in a.splits if s != "fresh"}

@@ -36,11 +36,12 @@ RECIPES = {"micro": ("dual_lora_micro", "warmstart_micro"), "smollm2-135m": ("du
 
 def _base_model(name: str, warmstart_recipe: str, mode: str, data_dir: str) -> tuple[str, bool]:
     from lfo_cli.models import cache
-    from lfo_cli.models.warmstart import _resolve_cfg, ensure_warmstart, warmstart_cache_path
+    from lfo_cli.models.warmstart import ensure_warmstart
+    from lfo_cli.models.warmstart_cache import resolve_config, warmstart_cache_path
 
     if mode == "never":
         return name, False
-    _, wcfg = _resolve_cfg(warmstart_recipe)
+    _, wcfg = resolve_config(warmstart_recipe)
     wcfg.data.dir = Path(data_dir)
     if mode == "build" or cache.is_complete(warmstart_cache_path(wcfg)):
         return str(ensure_warmstart(warmstart_recipe, data_dir=data_dir)), True

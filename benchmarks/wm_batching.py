@@ -40,16 +40,13 @@ def main() -> None:
 
     from lfo_cli.env import load_world
     from lfo_cli.env.episode import Episode
-    from lfo_cli.env.policies import NoiseConfig, run_episode
+    from lfo_cli.env.noise import NoiseConfig
+    from lfo_cli.env.rollout import run_episode
     from lfo_cli.models.registry import load_model
     from lfo_cli.train.adapters import WORLD_MODEL, LoraSettings, activate, attach_dual_lora
     from lfo_cli.train.trainer import examples_from_environment
-    from lfo_cli.train.wm_loss import (
-        build_length_batches,
-        build_wm_batches,
-        masked_lm_loss,
-        world_model_forward,
-    )
+    from lfo_cli.train.wm_batches import build_length_batches, build_wm_batches
+    from lfo_cli.train.wm_loss import masked_lm_loss, world_model_forward
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)

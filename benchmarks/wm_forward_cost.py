@@ -1,6 +1,6 @@
 """What one more world-model forward costs, in tokens: the calibration of ``FORWARD_COST_TOKENS``.
 
-The world-model batch planner (``lfo_cli.train.wm_loss``) minimises padded tokens plus a fixed cost
+The world-model batch planner (``lfo_cli.train.wm_batches``) minimises padded tokens plus a fixed cost
 per forward, expressed in tokens. This times forward + backward of the world-model loss (the
 `world_model` adapter active, as the `separate` coupling runs it; ``--coupling stacked`` for both)
 on right-padded batches of several shapes, rows x length, a third of each row being reply tokens,
@@ -45,7 +45,8 @@ def main() -> None:
 
     from lfo_cli.models.registry import load_model
     from lfo_cli.train.adapters import POLICY, WORLD_MODEL, LoraSettings, active, attach_dual_lora
-    from lfo_cli.train.wm_loss import FORWARD_COST_TOKENS, IGNORE_INDEX, WMBatch, world_model_forward
+    from lfo_cli.train.wm_batches import FORWARD_COST_TOKENS, IGNORE_INDEX, WMBatch
+    from lfo_cli.train.wm_loss import world_model_forward
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)

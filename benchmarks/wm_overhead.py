@@ -26,7 +26,7 @@ Like ``lfo train``, the process keeps freed memory (``lfo_cli.perf.tune_malloc``
 ``--no-malloc-tuning`` to compare). The "unshared" arms run every example's full tokens
 (`wm.share_prefix=false`), to show what running a group's common start once saves; the token counts
 also give the floor that no prefix-sharing plan can go below (every distinct start once, no padding:
-``lfo_cli.train.wm_loss.shared_token_floor``).
+``lfo_cli.train.wm_batches.shared_token_floor``).
 
     python benchmarks/wm_overhead.py                # micro, the recipe's batch (4 prompts x 8 generations)
     python benchmarks/wm_overhead.py --batches 5 --repeats 3 --json
@@ -103,9 +103,9 @@ def main() -> None:
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
-    from lfo_cli.train.runner import training_tasks
+    from lfo_cli.train.task_pools import training_tasks
     from lfo_cli.train.trainer import REPLY_MASK, WM_COLUMN, DualLoRAGRPOTrainer
-    from lfo_cli.train.wm_loss import build_wm_batches, plan_cost, shared_token_floor
+    from lfo_cli.train.wm_batches import build_wm_batches, plan_cost, shared_token_floor
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)

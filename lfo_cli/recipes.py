@@ -35,7 +35,7 @@ RECIPE_DIR = Path(__file__).resolve().parent.parent / "recipes"
 # kind -> ("module:ConfigClass", "module:runner").  Runners have the signature
 # ``run(cfg, out_dir: Path, *, resume: bool = False) -> dict``.  Imported lazily.
 KINDS: dict[str, tuple[str, str]] = {
-    "warmstart": ("lfo_cli.models.warmstart:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart"),
+    "warmstart": ("lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart"),
     "grpo": ("lfo_cli.train.recipe_config:TrainConfig", "lfo_cli.train.runner:run_training"),
 }
 

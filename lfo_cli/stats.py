@@ -106,20 +106,24 @@ def curve_auc(tasks_seen: Sequence[float], success: Sequence[float]) -> float | 
     return float(np.trapezoid(y, x) / (x[-1] - x[0]))
 
 
+class Record:
+    """A result dataclass whose ``as_dict`` is its fields (what JSON summaries and CSV rows take)."""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bootstrap
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Estimate:
+class Estimate(Record):
     """A point estimate with its CI; ``low``/``high`` are nan when there is no interval (n < 2)."""
 
     value: float
     low: float
     high: float
     n: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _bootstrap(data: tuple, statistic, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
@@ -167,7 +171,7 @@ def _ratio_of_means(a, b, axis=-1):
 
 
 @dataclass(frozen=True)
-class RatioResult:
+class RatioResult(Record):
     """mean(numerator) / mean(denominator) over two independent groups of runs, with its CI.
 
     ``kind`` says how to read it:
@@ -190,9 +194,6 @@ class RatioResult:
     reached_num: int
     reached_den: int
     note: str = ""
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def bootstrap_ratio_ci(
@@ -272,7 +273,7 @@ def censored_ratio(
 # Paired comparison across seeds
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class PairedTest:
+class PairedTest(Record):
     """``a - b`` over runs paired by seed (same seed = same val tasks and sampling seeds).
 
     ``wilcoxon_p``: Wilcoxon signed-rank (exact for small n; with 3 pairs the smallest possible
@@ -289,9 +290,6 @@ class PairedTest:
     losses: int
     wilcoxon_p: float
     ttest_p: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def paired_test(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE, seed: int = 0) -> PairedTest:
@@ -325,15 +323,12 @@ def paired_test(a: Sequence[float], b: Sequence[float], confidence: float = CONF
 # Correlation
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Correlation:
+class Correlation(Record):
     r: float
     low: float
     high: float
     p: float
     n: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def pearson_with_ci(x: Sequence[float], y: Sequence[float], confidence: float = CONFIDENCE) -> Correlation:

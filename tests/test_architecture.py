@@ -29,3 +29,13 @@ def test_an_upward_import_is_caught(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert done.returncode != 0 and "lfo_cli.env is not allowed to import lfo_cli.train" in done.stdout
+
+
+MAX_MODULE_LINES = 450
+
+
+def test_no_module_is_over_450_lines():
+    """Small modules, one concern each: a file that grows past the limit is split by concern."""
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "lfo_cli").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

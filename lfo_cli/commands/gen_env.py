@@ -62,7 +62,8 @@ def gen_env(
     if check:
         _check(data_dir or output_dir, report_dir, episodes_per_difficulty, seed, json_)
         return
-    from lfo_cli.env.world import generate_world, write_world
+    from lfo_cli.env.generate import generate_world
+    from lfo_cli.env.world_files import write_world
 
     if num_transfer_tasks is not None and num_transfer_tasks < 0:
         raise LfoError(f"--num-transfer-tasks must be a non-negative integer, got {num_transfer_tasks}")
@@ -100,7 +101,7 @@ def _check(data_dir: Path, report_dir: Path | None, per_difficulty: int, seed: i
 
     from lfo_cli.env.check import run_check, select_tasks, summarize
     from lfo_cli.env.policies import REFERENCE_POLICIES
-    from lfo_cli.env.world import load_world
+    from lfo_cli.env.world_files import load_world
 
     if per_difficulty < 1:
         raise LfoError(f"--episodes-per-difficulty must be >= 1, got {per_difficulty}")

@@ -3,7 +3,7 @@
 Everything in this module is knowledge that transfers across companies: which departments an
 industry has, what they do, which services they handle, and which identity fields they *usually*
 require (with the usual alternative route when a customer lacks one field). Company-specific
-exceptions are drawn by :mod:`lfo_cli.env.world`; they are never visible here. The ``prior``
+exceptions are drawn by :mod:`lfo_cli.env.generate`; they are never visible here. The ``prior``
 reference policy may read this module, the ``oracle`` reads the generated world.
 """
 

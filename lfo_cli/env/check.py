@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from lfo_cli.env.episode import Episode
-from lfo_cli.env.policies import REFERENCE_POLICIES, make_policy, run_episode
+from lfo_cli.env.policies import REFERENCE_POLICIES
+from lfo_cli.env.rollout import make_policy, run_episode
 from lfo_cli.env.world import DIFFICULTIES, SPLITS, Task, WorldData, sub_seed
 
 METRICS = (

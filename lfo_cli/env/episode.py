@@ -23,7 +23,6 @@ with valid credentials out of order is still a routing violation that does not c
 
 from __future__ import annotations
 
-import difflib
 import json
 import random
 from collections.abc import Mapping
@@ -31,21 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lfo_cli.env.catalogue import FIELD_SET, MAX_FORM_FIELDS, REFERENCE_KEY, sort_fields
+from lfo_cli.env.directory import directory, not_found
 from lfo_cli.env.replies import ReplyWriter
+from lfo_cli.env.tool_calls import InvalidCall, json_safe, render_action, short_repr, validate_call
 from lfo_cli.env.world import Company, Department, Task, WorldData, normalize_name, normalize_phone, sub_seed
 
 MAX_TURNS = 16
-TOOLS: tuple[str, ...] = ("search_company", "auth_info_form", "make_phone_call")
-TOOL_PARAMS: dict[str, tuple[str, ...]] = {
-    "search_company": ("company_name",),
-    "auth_info_form": ("fields",),
-    "make_phone_call": ("phone_number", "auth_info"),
-}
-MAX_NAME_CHARS = 200  # company_name
-MAX_FIELDS = 32  # entries in a form or in auth_info
-MAX_FIELD_CHARS = 64  # one field name
-MAX_VALUE_CHARS = 200  # one auth value
-MAX_PHONE_CHARS = 64
 # Values a caller may use to say "I don't have it" (treated as not provided).
 UNAVAILABLE_MARKERS = frozenset({"", "unavailable", "n/a", "na", "none", "unknown", "not available", "null"})
 REFERENCE_ALIASES = frozenset({REFERENCE_KEY, "reference", "ref", "ref_code", "reference_number", "reference_id"})
@@ -58,45 +48,6 @@ def normalize_field(name: str) -> str:
 
 def _norm_value(v: str) -> str:
     return v.strip().casefold().replace(" ", "").replace("-", "")
-
-
-def _short(x: Any, n: int = 40) -> str:
-    """A bounded, safe rendering of arbitrary user input for error messages."""
-    if isinstance(x, str):
-        return repr(x[:n]) + ("..." if len(x) > n else "")
-    try:
-        r = repr(x)
-    except Exception:  # noqa: BLE001 - user objects with broken __repr__
-        r = f"<{type(x).__name__}>"
-    return r[:n] + ("..." if len(r) > n else "")
-
-
-def json_safe(obj: Any, depth: int = 0) -> Any:
-    """A JSON-serialisable, size-bounded copy of arbitrary tool arguments (for logs and WM inputs)."""
-    if obj is None or isinstance(obj, bool | int):
-        return obj
-    if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else str(obj)
-    if isinstance(obj, str):
-        return obj if len(obj) <= MAX_VALUE_CHARS else obj[:MAX_VALUE_CHARS] + "..."
-    if depth >= 4:
-        return "..."
-    if isinstance(obj, Mapping):
-        out = {}
-        for i, (k, v) in enumerate(obj.items()):
-            if i >= MAX_FIELDS:
-                out["..."] = "..."
-                break
-            key = k if isinstance(k, str) else _short(k)
-            out[key[:MAX_FIELD_CHARS]] = json_safe(v, depth + 1)
-        return out
-    if isinstance(obj, list | tuple | set | frozenset):
-        items = list(obj)[: MAX_FIELDS + 1] if not isinstance(obj, set | frozenset) else sorted(map(_short, obj))[:MAX_FIELDS + 1]
-        out_l = [json_safe(v, depth + 1) for v in items[:MAX_FIELDS]]
-        if len(items) > MAX_FIELDS:
-            out_l.append("...")
-        return out_l
-    return _short(obj, 80)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,15 +87,6 @@ class Transition:
                    observation=d["observation"], category=d["category"])
 
 
-def render_action(tool: str, args: Any) -> str:
-    """``search_company("Acme Bank")`` style, as in the seed's Previous Actions list."""
-    if isinstance(args, dict) and tool in TOOL_PARAMS and set(args) == set(TOOL_PARAMS[tool]):
-        inner = ", ".join(json.dumps(args[p], ensure_ascii=False) for p in TOOL_PARAMS[tool])
-    else:
-        inner = json.dumps(args, ensure_ascii=False)
-    return f"{tool}({inner})"
-
-
 SHAPING = ("progress_shaping", "field_credit")
 # Where an episode's first make_phone_call went (``info()["first_call"]``; None: no call): the department of the
 # task's first step, another department of the task's company, another company, a 10-digit number in no
@@ -157,10 +99,6 @@ def check_shaping(error: type[Exception] = ValueError, prefix: str = "", **value
     for name, value in values.items():
         if not 0.0 <= value < 1.0:
             raise error(f"{prefix}{name} must be in [0, 1) (a success earns 1), got {value}")
-
-
-class _Invalid(Exception):
-    """Internal: an invalid call; the message becomes the bad_request detail."""
 
 
 class Episode:
@@ -268,14 +206,14 @@ class Episode:
         self.turns += 1
         summary = None
         try:
-            tool, clean = self._validate(tool_name, args)
+            tool, clean = validate_call(tool_name, args)
             if tool == "search_company":
                 obs, category, summary = self._search(clean["company_name"])
             elif tool == "auth_info_form":
                 obs, category = self._form(clean["fields"])
             else:
                 obs, category = self._call(clean["phone_number"], clean["auth_info"])
-        except _Invalid as exc:
+        except InvalidCall as exc:
             obs, category = self._writer.bad_request(str(exc)), "bad_request"
         except Exception as exc:  # noqa: BLE001 - contract: never raise; counted so tests catch env bugs
             self.internal_errors += 1
@@ -283,7 +221,7 @@ class Episode:
         if category == "bad_request":
             self.invalid_calls += 1
         self.category_counts[category] = self.category_counts.get(category, 0) + 1
-        tool_repr = tool_name if isinstance(tool_name, str) and len(tool_name) <= 64 else _short(tool_name)
+        tool_repr = tool_name if isinstance(tool_name, str) and len(tool_name) <= 64 else short_repr(tool_name)
         safe_args = json_safe(args)
         action = {"tool": tool_repr, "args": safe_args}
         self.transitions.append(Transition(state.step, state, action, obs, category))
@@ -294,80 +232,19 @@ class Episode:
         self._previous.append(f"{render_action(tool_repr, safe_args)}: {summary}")
         return obs
 
-    # ---- validation ----
-    def _validate(self, tool_name: Any, args: Any) -> tuple[str, dict]:
-        if not isinstance(tool_name, str) or tool_name not in TOOL_PARAMS:
-            raise _Invalid(f"unknown tool {_short(tool_name)}; the tools are search_company, auth_info_form "
-                           "and make_phone_call")
-        params = TOOL_PARAMS[tool_name]
-        if args is None:
-            args = {}
-        if not isinstance(args, Mapping):
-            raise _Invalid(f"{tool_name} takes named arguments ({', '.join(params)}), got {type(args).__name__}")
-        for k in args:
-            if k not in params:
-                raise _Invalid(f"{tool_name} got an unexpected argument {_short(k)}")
-        for p in params:
-            if p not in args:
-                raise _Invalid(f"{tool_name} is missing the required argument '{p}'")
-        if tool_name == "search_company":
-            name = args["company_name"]
-            if not isinstance(name, str):
-                raise _Invalid("'company_name' must be a string")
-            if len(name) > MAX_NAME_CHARS:
-                raise _Invalid(f"'company_name' is too long (max {MAX_NAME_CHARS} characters)")
-            if not normalize_name(name):
-                raise _Invalid("'company_name' is empty")
-            return tool_name, {"company_name": name}
-        if tool_name == "auth_info_form":
-            fields = args["fields"]
-            if not isinstance(fields, list | tuple) or not all(isinstance(f, str) for f in fields):
-                raise _Invalid("'fields' must be a list of field names (strings)")
-            if not fields:
-                raise _Invalid("'fields' must list at least one field name")
-            if len(fields) > MAX_FIELDS:
-                raise _Invalid(f"'fields' lists too many names (max {MAX_FIELDS})")
-            if any(len(f) > MAX_FIELD_CHARS for f in fields):
-                raise _Invalid(f"a field name is too long (max {MAX_FIELD_CHARS} characters)")
-            return tool_name, {"fields": list(fields)}
-        phone, auth = args["phone_number"], args["auth_info"]
-        if not isinstance(phone, str):
-            raise _Invalid("'phone_number' must be a string such as \"800-555-0100\"")
-        if len(phone) > MAX_PHONE_CHARS:
-            raise _Invalid(f"'phone_number' is too long (max {MAX_PHONE_CHARS} characters)")
-        if not isinstance(auth, Mapping):
-            raise _Invalid("'auth_info' must be an object mapping field names to values")
-        if len(auth) > MAX_FIELDS:
-            raise _Invalid(f"'auth_info' has too many entries (max {MAX_FIELDS})")
-        clean: dict[str, str | None] = {}
-        for k, v in auth.items():
-            if not isinstance(k, str) or len(k) > MAX_FIELD_CHARS:
-                raise _Invalid("'auth_info' keys must be field names (short strings)")
-            if v is None:
-                clean[k] = None
-            elif isinstance(v, str):
-                if len(v) > MAX_VALUE_CHARS:
-                    raise _Invalid(f"the value for {_short(k)} is too long (max {MAX_VALUE_CHARS} characters)")
-                clean[k] = v
-            elif isinstance(v, int) and not isinstance(v, bool):
-                clean[k] = str(v)
-            else:
-                raise _Invalid(f"the value for {_short(k)} must be a string, got {type(v).__name__}")
-        return tool_name, {"phone_number": phone, "auth_info": clean}
-
     # ---- tools ----
     def _search(self, name: str) -> tuple[str, str, str]:
         key = normalize_name(name)
         company = self.world.name_index.get(key)
         if company is not None:
-            text, summary = _directory(self.world, company)
+            text, summary = directory(self.world, company)
             return text, "directory", summary
-        text = _not_found(self.world, name, key)
+        text = not_found(self.world, name, key)
         return text, "not_found", text
 
     def _form(self, fields: list[str]) -> tuple[str, str]:
         if self.forms_submitted:
-            raise _Invalid("auth_info_form was already submitted in this episode (only one form is allowed)")
+            raise InvalidCall("auth_info_form was already submitted in this episode (only one form is allowed)")
         values = self.task.user_values
         wanted, invalid = [], []
         for raw in fields:
@@ -378,10 +255,10 @@ class Episode:
             elif raw not in invalid:
                 invalid.append(raw)
         if not wanted:
-            raise _Invalid(f"none of the requested fields is a known field name ({_short(fields, 80)})")
+            raise InvalidCall(f"none of the requested fields is a known field name ({short_repr(fields, 80)})")
         if len(wanted) > MAX_FORM_FIELDS:
-            raise _Invalid(f"the customer answers at most {MAX_FORM_FIELDS} fields in the one form "
-                           f"({len(wanted)} requested); ask only for what the departments need")
+            raise InvalidCall(f"the customer answers at most {MAX_FORM_FIELDS} fields in the one form "
+                              f"({len(wanted)} requested); ask only for what the departments need")
         out: dict[str, Any] = {}
         unavailable = []
         for f in sort_fields(wanted):
@@ -418,7 +295,7 @@ class Episode:
         if self.first_call is None:
             self.first_call = self._call_outcome(len(digits) == 10, hit)
         if len(digits) != 10:
-            raise _Invalid(f"{_short(phone)} is not a valid phone number (10 digits, e.g. 800-555-0100)")
+            raise InvalidCall(f"{short_repr(phone)} is not a valid phone number (10 digits, e.g. 800-555-0100)")
         if hit is None:
             return w.unknown_number(f"{digits[:3]}-{digits[3:6]}-{digits[6:]}"), "unknown_number"
         company, dept = hit
@@ -466,49 +343,3 @@ class Episode:
             self.success = True
         return w.success(company.name, dept.name, self.task.steps[idx].service, ref), "success"
 
-
-# ---- deterministic tool outputs, cached per world ----------------------------------------------
-def _directory(world: WorldData, company: Company) -> tuple[str, str]:
-    cache = world.__dict__.setdefault("_directory_cache", {})
-    hit = cache.get(company.id)
-    if hit is None:
-        lines = [f"Directory for {company.name} ({company.industry}):"]
-        lines += [f"- {d.name}: {d.phone} ({d.purpose})" for d in company.departments]
-        summary = f"Directory for {company.name}: " + "; ".join(f"{d.name} {d.phone}" for d in company.departments)
-        hit = cache[company.id] = ("\n".join(lines), summary)
-    return hit
-
-
-def _not_found(world: WorldData, raw: str, key: str) -> str:
-    cache = world.__dict__.setdefault("_not_found_cache", {})
-    matches = cache.get(key)
-    if matches is None:
-        matches = [world.name_index[k].name for k in _close_names(world, key)]
-        if len(cache) < 10000:
-            cache[key] = matches
-    shown = raw.strip().replace('"', "'")
-    shown = shown if len(shown) <= 60 else shown[:60] + "..."
-    text = f'No company named "{shown}" was found.'
-    if matches:
-        text += " Did you mean: " + ", ".join(matches) + "?"
-    return text
-
-
-def _close_names(world: WorldData, key: str, n: int = 3) -> list[str]:
-    """Up to ``n`` normalised names close to ``key``: names sharing a word, ranked by shared words then
-    string similarity; if none shares a word (a typo), difflib over all names."""
-    index = world.__dict__.get("_token_index")
-    if index is None:
-        index = {}
-        for name in world.name_index:
-            for tok in set(name.split()):
-                index.setdefault(tok, []).append(name)
-        world.__dict__["_token_index"] = index
-    shared: dict[str, int] = {}
-    for tok in set(key.split()):
-        for name in index.get(tok, ()):
-            shared[name] = shared.get(name, 0) + 1
-    if not shared:
-        return difflib.get_close_matches(key, list(world.name_index), n=n, cutoff=0.75)
-    top = sorted(shared, key=lambda k: (-shared[k], k))[:100]
-    return sorted(top, key=lambda k: (-shared[k], -difflib.SequenceMatcher(None, key, k).ratio(), k))[:n]

@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from lfo_cli.env.catalogue import sort_fields
-from lfo_cli.env.episode import TOOL_PARAMS, StateSummary, Transition
+from lfo_cli.env.episode import StateSummary, Transition
+from lfo_cli.env.tool_calls import TOOL_PARAMS
 
 CSR_OPEN, CSR_CLOSE = "<|csr|>", "<|/csr|>"
 PREDICT_MARKER = "<|predict_csr|>"

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli.env.episode import MAX_TURNS, SHAPING, Episode, Transition, check_shaping
-from lfo_cli.env.world import WorldData, load_world, sub_seed
+from lfo_cli.env.world import WorldData, sub_seed
+from lfo_cli.env.world_files import load_world
 from lfo_cli.errors import LfoError
 
 

@@ -74,7 +74,8 @@ def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int
     import torch
 
     from lfo_cli.env import format_world_model_input, parse_reply, strip_target_markers, world_model_example
-    from lfo_cli.train.wm_loss import build_batch, masked_lm_loss
+    from lfo_cli.train.wm_batches import build_batch
+    from lfo_cli.train.wm_loss import masked_lm_loss
 
     model.eval()
     rows = []

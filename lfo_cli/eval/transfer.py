@@ -35,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.models.warmstart import episode_outcomes
+from lfo_cli.models.agent_eval import episode_outcomes
 from lfo_cli.stats import wilson_interval
 
 BEHAVIOUR_KEYS = {
@@ -124,7 +124,7 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
     from lfo_cli.env import load_world
     from lfo_cli.errors import LfoError
     from lfo_cli.eval.loading import load_run_model, run_recipe
-    from lfo_cli.models.warmstart import evaluate_agent
+    from lfo_cli.models.agent_eval import evaluate_agent
     from lfo_cli.stats import paired_test
 
     run_dir = Path(run_dir)

@@ -212,8 +212,8 @@ def environment_corpus(spec: TokenizerSpec = TOKENIZER) -> Iterator[str]:
     reference policies (with tools), task prompts, directories, rep replies, and world-model
     examples (input + target) for every transition."""
     from lfo_cli.env.formatting import world_model_example
-    from lfo_cli.env.policies import NoiseConfig
-    from lfo_cli.env.world import generate_world
+    from lfo_cli.env.generate import generate_world
+    from lfo_cli.env.noise import NoiseConfig
     from lfo_cli.models import prompts
     from lfo_cli.models.trajectories import collect_trajectories
 
@@ -235,7 +235,7 @@ def environment_corpus(spec: TokenizerSpec = TOKENIZER) -> Iterator[str]:
 
 # ---- the cached base model -------------------------------------------------------------------
 def cache_key() -> str:
-    from lfo_cli.env.world import GENERATOR_VERSION
+    from lfo_cli.env.world_files import GENERATOR_VERSION
     from lfo_cli.models.prompts import SYSTEM_PROMPT, chat_template
 
     payload = {

@@ -1,6 +1,6 @@
 """Environment trajectories as multi-turn tool-calling chats (the warm start's SFT data).
 
-A trajectory of the environment's reference policies (``lfo_cli.env.policies.run_episode``) becomes
+A trajectory of the environment's reference policies (``lfo_cli.env.rollout.run_episode``) becomes
 exactly the conversation TRL's GRPO tool loop builds during a rollout: system prompt, the task as
 the user turn, then per step an assistant turn with one tool call and a ``tool`` message holding the
 observation string, and a final short assistant reply that ends the episode (in TRL an assistant
@@ -64,7 +64,7 @@ def collect_trajectories(
     and ``info``. Rollout seeds derive from ``seed`` so the data set is reproducible.
     ``imitate_random``: see :func:`trajectory_messages`."""
     from lfo_cli.env.episode import Episode
-    from lfo_cli.env.policies import run_episode
+    from lfo_cli.env.rollout import run_episode
     from lfo_cli.env.world import sub_seed
 
     episode = Episode(world)

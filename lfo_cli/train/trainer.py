@@ -9,7 +9,7 @@ TRL upgrade can rename or change; ``tests/train`` exercises each of them against
   world-model examples from each rollout's environment transition log and attach them as a list
   column, all of a prompt's examples on the first of its rows (TRL's own shuffling/splitting into
   gradient-accumulation micro-batches carries the column along; a prompt's rollouts share a long
-  start, which the world-model forward then runs once: ``wm_loss.build_wm_batches``), plus the
+  start, which the world-model forward then runs once: ``wm_batches.build_wm_batches``), plus the
   generation batch's total (``lfo_wm_total``).
 * ``compute_loss`` — TRL's policy loss (untouched), plus ``wm_coef * wm_loss`` on the micro-batch's
   examples. Normalised as TRL normalises DAPO's token sum, by the whole generation batch: each
@@ -52,7 +52,9 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
-from lfo_cli.train.wm_loss import build_wm_batches, can_share_prefix, reply_token_mask, world_model_forward
+from lfo_cli.train.reply_mask import reply_token_mask
+from lfo_cli.train.wm_batches import build_wm_batches
+from lfo_cli.train.wm_loss import can_share_prefix, world_model_forward
 
 WM_COLUMN = "lfo_wm_examples"
 REPLY_MASK = "lfo_reply_mask"

@@ -2,8 +2,11 @@
 
 Layout (CleanRL-style, one readable loop per algorithm):
 
-- :mod:`lfo_cli.wmil.envs`       symbolic tasks as *batched* tensor rules, ``VecEnv``, ``State``,
-                                 ``ActionSpace``, ``RewardVector`` and the seed's single-env ``SymbolicEnv``
+- :mod:`lfo_cli.wmil.task_base`  symbolic tasks as *batched* tensor rules: the ``Task`` base class,
+                                 ``ActionSpace``; :mod:`lfo_cli.wmil.reactive_tasks` and
+                                 :mod:`lfo_cli.wmil.memory_tasks` the single-step and multi-step tasks
+- :mod:`lfo_cli.wmil.envs`       the task registry, ``VecEnv``, ``State``, ``RewardVector`` and the seed's
+                                 single-env ``SymbolicEnv``
 - :mod:`lfo_cli.wmil.parents`    ``DeterministicParent`` and ``LLMParent`` (OpenAI-compatible HTTP or local)
 - :mod:`lfo_cli.wmil.model`      ``BabyModel`` = StateEncoder + TransformerCore + Action/WorldModel/Value heads
 - :mod:`lfo_cli.wmil.algos`      returns, GAE, REINFORCE and PPO losses

@@ -164,25 +164,18 @@ def run_ablation(base: dict, out: Path, *, seeds: int = 8, first_seed: int = 0, 
               "outputs": ["runs.csv", "summary.csv", "tests.csv", "ablation.json", "ablation.png"]}
     atomic_write_json(out / "ablation.json", result)
     if show:
-        from rich.console import Console
-        from rich.table import Table
+        from lfo_cli.wmil.show import print_table
 
-        table = Table(title=f"WMIL ablation: {result['task']}, seeds {seed_list[0]}..{seed_list[-1]}")
-        for col in ("condition", "metric", "mean", "std", "95% CI"):
-            table.add_column(col, justify="right")
-        for r in summary_rows:
-            table.add_row(r["condition"], r["metric"], f"{r['mean']:.3f}", f"{r['std']:.3f}",
-                          f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]")
-        Console(width=max(Console().width, 120)).print(table)
+        print_table(f"WMIL ablation: {result['task']}, seeds {seed_list[0]}..{seed_list[-1]}",
+                    ("condition", "metric", "mean", "std", "95% CI"),
+                    [(r["condition"], r["metric"], f"{r['mean']:.3f}", f"{r['std']:.3f}",
+                      f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]") for r in summary_rows])
         if tests:
-            t2 = Table(title="paired across seeds (wm minus other)")
-            for col in ("comparison", "metric", "mean diff", "95% CI", "wins/losses", "Wilcoxon p", "t-test p"):
-                t2.add_column(col, justify="right")
             fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
-            for r in tests:
-                t2.add_row(r["comparison"], r["metric"], f"{r['mean_diff']:+.3f}",
-                           f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}]", f"{r['wins']}/{r['losses']}",
-                           fmt(r["wilcoxon_p"]), fmt(r["ttest_p"]))
-            Console(width=max(Console().width, 120)).print(t2)
+            print_table("paired across seeds (wm minus other)",
+                        ("comparison", "metric", "mean diff", "95% CI", "wins/losses", "Wilcoxon p", "t-test p"),
+                        [(r["comparison"], r["metric"], f"{r['mean_diff']:+.3f}",
+                          f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}]", f"{r['wins']}/{r['losses']}",
+                          fmt(r["wilcoxon_p"]), fmt(r["ttest_p"])) for r in tests])
         print(f"wrote {out}/runs.csv, summary.csv, tests.csv, ablation.json, ablation.png")
     return result

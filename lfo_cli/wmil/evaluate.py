@@ -10,11 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from lfo_cli.io import atomic_write_text
-from lfo_cli.wmil.envs import Task, VecEnv
+from lfo_cli.wmil.envs import VecEnv
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.parents import DeterministicParent
 from lfo_cli.wmil.rollout import rollout
 from lfo_cli.wmil.runs import load_model_from_run
+from lfo_cli.wmil.task_base import Task
 
 
 @torch.no_grad()
@@ -121,18 +122,14 @@ def run_eval(run_dir: Path, episodes: int = 1024, seed: int = 0, show: bool = Tr
     atomic_write_json(run_dir / "eval_report.json", result)
     write_eval_outputs(result, run_dir, stem="eval_report")
     if show:
-        from rich.console import Console
-        from rich.table import Table
+        from lfo_cli.wmil.show import print_table
 
-        table = Table(title=f"{cfg.task} ({run_dir})")
-        for col in ("policy", "level", "success", "greedy", "WM MSE", "entropy"):
-            table.add_column(col, justify="right")
+        rows = []
         for policy, res in result["policies"].items():
             for row in res["per_level"]:
                 wm = f"{row['wm_mse']:.4f}" if "wm_mse" in row else "-"
                 greedy = "-" if row["success_greedy"] is None else f"{row['success_greedy']:.3f}"
-                table.add_row(policy, str(row["level"]), f"{row['success']:.3f}", greedy, wm,
-                              f"{row['entropy']:.3f}")
-        Console(width=max(Console().width, 120)).print(table)
+                rows.append((policy, str(row["level"]), f"{row['success']:.3f}", greedy, wm, f"{row['entropy']:.3f}"))
+        print_table(f"{cfg.task} ({run_dir})", ("policy", "level", "success", "greedy", "WM MSE", "entropy"), rows)
         print(f"wrote {run_dir / 'eval_report.json'}, eval_report.csv, eval_report.png")
     return result

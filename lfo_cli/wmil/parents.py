@@ -28,7 +28,8 @@ from typing import Any, Protocol
 import torch
 
 from lfo_cli.errors import LfoError
-from lfo_cli.wmil.envs import State, Task
+from lfo_cli.wmil.envs import State
+from lfo_cli.wmil.task_base import Task
 
 
 class DeterministicParent:

@@ -15,9 +15,10 @@ import torch
 
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text
-from lfo_cli.wmil.envs import Task, VecEnv
+from lfo_cli.wmil.envs import VecEnv
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.parents import DeterministicParent
+from lfo_cli.wmil.task_base import Task
 
 
 @torch.no_grad()
@@ -102,15 +103,12 @@ def run_probe(run_dir: Path, samples: int = 1024, seed: int = 0, show: bool = Tr
               "outputs": ["probe.csv", "probe.json", "tsne.csv", "tsne.png"]}
     atomic_write_json(run_dir / "probe.json", result)
     if show:
-        from rich.console import Console
-        from rich.table import Table
+        from lfo_cli.wmil.show import print_table
 
-        table = Table(title=f"linear probes of h at the last step ({cfg.task}, level {level})")
-        for col in ("attribute", "classes", "majority", "trained", "untrained"):
-            table.add_column(col, justify="right")
-        for r in rows:
-            fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-            table.add_row(r["attribute"], str(r["classes"]), fmt(r["majority"]), fmt(r["trained_acc"]), fmt(r["untrained_acc"]))
-        Console(width=max(Console().width, 120)).print(table)
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        print_table(f"linear probes of h at the last step ({cfg.task}, level {level})",
+                    ("attribute", "classes", "majority", "trained", "untrained"),
+                    [(r["attribute"], str(r["classes"]), fmt(r["majority"]), fmt(r["trained_acc"]),
+                      fmt(r["untrained_acc"])) for r in rows])
         print(f"wrote {run_dir}/probe.csv, probe.json, tsne.csv, tsne.png")
     return result

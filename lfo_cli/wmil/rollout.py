@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from lfo_cli.wmil.config import WMILConfig
-from lfo_cli.wmil.envs import Task, VecEnv
+from lfo_cli.wmil.envs import VecEnv
 from lfo_cli.wmil.model import BabyConfig, BabyModel
+from lfo_cli.wmil.task_base import Task
 
 
 def build_model(cfg: WMILConfig, task: Task) -> BabyModel:

@@ -7,9 +7,10 @@ from pathlib import Path
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
 from lfo_cli.wmil.config import WMILConfig
-from lfo_cli.wmil.envs import Task, make_task
+from lfo_cli.wmil.envs import make_task
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.rollout import build_model
+from lfo_cli.wmil.task_base import Task
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

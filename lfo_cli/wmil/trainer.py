@@ -33,11 +33,12 @@ from lfo_cli.io import (
 from lfo_cli.wmil import algos
 from lfo_cli.wmil.config import WMILConfig
 from lfo_cli.wmil.curriculum import CurriculumManager
-from lfo_cli.wmil.envs import Task, VecEnv, make_task
+from lfo_cli.wmil.envs import VecEnv, make_task
 from lfo_cli.wmil.evaluate import evaluate_model, write_training_figures
 from lfo_cli.wmil.parents import DeterministicParent, make_parent
 from lfo_cli.wmil.rollout import Batch, build_model, initial_level, rollout
 from lfo_cli.wmil.runs import latest_checkpoint, load_model_from_run
+from lfo_cli.wmil.task_base import Task
 
 TIME_KEYS = ("time/", "parent/")  # wall-clock and LLM-call counts: excluded from resume-equality checks
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lfo_cli.env import FIELDS, MAX_TURNS, TOOLS, Episode, parse_reply, run_episode
-from lfo_cli.env.episode import TOOL_PARAMS
+from lfo_cli.env.tool_calls import TOOL_PARAMS
 
 
 def _success_by_difficulty(world, policy, tasks):

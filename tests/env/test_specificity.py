@@ -7,7 +7,7 @@ import pytest
 from lfo_cli.env import Episode
 from lfo_cli.env import catalogue as cat
 from lfo_cli.env.specificity import exception_fields, form_specificity
-from lfo_cli.env.world import fresh_heldout_tasks, fresh_training_tasks, select_companies
+from lfo_cli.env.tasks import fresh_heldout_tasks, fresh_training_tasks, select_companies
 from lfo_cli.errors import LfoError
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from lfo_cli.env import catalogue as cat
 from lfo_cli.env import generate_world, load_world, write_world
-from lfo_cli.env.world import DATA_FILES, normalize_phone
+from lfo_cli.env.world import normalize_phone
+from lfo_cli.env.world_files import DATA_FILES
 from lfo_cli.errors import LfoError
 
 
@@ -179,7 +180,7 @@ def test_committed_default_world_is_in_sync_with_the_generator(tmp_path):
 
 @pytest.mark.parametrize("seed", [5, 17])
 def test_fresh_training_tasks_stay_on_training_companies_and_off_the_splits(world, seed):
-    from lfo_cli.env.world import fresh_training_tasks
+    from lfo_cli.env.tasks import fresh_training_tasks
 
     fresh = fresh_training_tasks(world, 250, seed=seed)
     assert len(fresh) == 250 and {t.split for t in fresh} == {"sft"}
@@ -197,7 +198,7 @@ def test_fresh_training_tasks_stay_on_training_companies_and_off_the_splits(worl
 
 def test_registered_fresh_tasks_resolve_by_id_without_touching_the_splits(world):
     from lfo_cli.env.episode import Episode
-    from lfo_cli.env.world import fresh_training_tasks
+    from lfo_cli.env.tasks import fresh_training_tasks
 
     before = {s: len(ts) for s, ts in world.tasks.items()}
     fresh = fresh_training_tasks(world, 20, seed=3, split="rl_test")

@@ -15,7 +15,8 @@ from tiny import tiny_model, tiny_tokenizer  # noqa: E402
 def _run_with_adapter(tmp_path: Path) -> Path:
     from peft import LoraConfig, get_peft_model
 
-    from lfo_cli.env.world import generate_world, write_world
+    from lfo_cli.env.generate import generate_world
+    from lfo_cli.env.world_files import write_world
 
     write_world(generate_world(num_companies=10, num_train_tasks=10, num_val_tasks=10, heldout_fraction=0.3, seed=5),
                 tmp_path / "data")

@@ -207,7 +207,7 @@ def test_bad_inputs_exit_2_one_line(tmp_path, make_run):
 
 
 def test_number_format_drops_float_residue():
-    from lfo_cli.report.build import num
+    from lfo_cli.report.format import num
 
     # mean of (0.01, -0.01, 0.0) is ~5.8e-19 in floating point: the report must say 0, not 5.78e-19
     assert num(sum([0.01, 0.0, -0.01]) / 3 + 5.78e-19) == "0"

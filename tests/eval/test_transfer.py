@@ -32,7 +32,8 @@ class AdapterModel:
 
 @pytest.fixture
 def run(tmp_path, monkeypatch):
-    from lfo_cli.env.world import generate_world, write_world
+    from lfo_cli.env.generate import generate_world
+    from lfo_cli.env.world_files import write_world
 
     write_world(generate_world(num_companies=10, num_train_tasks=10, num_val_tasks=20, heldout_fraction=0.3, seed=5),
                 tmp_path / "data")
@@ -51,7 +52,7 @@ def run(tmp_path, monkeypatch):
         return {"episodes": episodes, "turns": []}
 
     monkeypatch.setattr("lfo_cli.eval.loading.load_run_model", lambda *a, **k: (model, None))
-    monkeypatch.setattr("lfo_cli.models.warmstart.evaluate_agent", fake_evaluate)
+    monkeypatch.setattr("lfo_cli.models.agent_eval.evaluate_agent", fake_evaluate)
     return tmp_path / "run", seen
 
 

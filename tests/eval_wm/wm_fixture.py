@@ -34,7 +34,8 @@ def train_world_model(model, tokenizer, transitions, steps: int = 150, lr: float
     """Supervised world-model steps (the trainer's WM term alone): world_model adapter active."""
     from lfo_cli.env import world_model_example
     from lfo_cli.train.adapters import WORLD_MODEL, active, adapter_params
-    from lfo_cli.train.wm_loss import build_batch, world_model_forward
+    from lfo_cli.train.wm_batches import build_batch
+    from lfo_cli.train.wm_loss import world_model_forward
 
     torch.manual_seed(seed)
     examples = [world_model_example(t) for t in transitions]

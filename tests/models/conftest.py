@@ -40,7 +40,8 @@ def tiny_model_dir(tmp_path_factory, tiny_tokenizer):
 
 @pytest.fixture(scope="session")
 def small_world_dir(tmp_path_factory):
-    from lfo_cli.env.world import generate_world, write_world
+    from lfo_cli.env.generate import generate_world
+    from lfo_cli.env.world_files import write_world
 
     path = tmp_path_factory.mktemp("world")
     write_world(generate_world(num_companies=12, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.25, seed=3),

@@ -12,9 +12,9 @@ from trl.chat_template_utils import (
     supports_tool_calling,
 )
 
-from lfo_cli.env.policies import NoiseConfig
+from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.env.trl_env import CustomerServiceEnv, make_env_factory
-from lfo_cli.env.world import load_world
+from lfo_cli.env.world_files import load_world
 from lfo_cli.models import prompts
 from lfo_cli.models.trajectories import FINAL_REPLY, collect_trajectories
 

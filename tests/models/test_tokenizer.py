@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lfo_cli.env.formatting import world_model_example
-from lfo_cli.env.policies import NoiseConfig
+from lfo_cli.env.generate import generate_world
+from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.env.trl_env import CustomerServiceEnv
-from lfo_cli.env.world import generate_world
 from lfo_cli.models import micro, prompts
 from lfo_cli.models.trajectories import collect_trajectories
 

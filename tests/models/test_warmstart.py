@@ -12,17 +12,15 @@ from typer.testing import CliRunner
 from lfo_cli.cli import app
 from lfo_cli.errors import LfoError
 from lfo_cli.models import cache
-from lfo_cli.models.warmstart import (
+from lfo_cli.models.agent_eval import stratified_tasks, summarize_eval
+from lfo_cli.models.warmstart import ensure_warmstart, run_warmstart
+from lfo_cli.models.warmstart_cache import warmstart_key
+from lfo_cli.models.warmstart_config import (
     DataSection,
     EvalSection,
     ModelSection,
     TrainSection,
     WarmStartConfig,
-    ensure_warmstart,
-    run_warmstart,
-    stratified_tasks,
-    summarize_eval,
-    warmstart_key,
 )
 from lfo_cli.recipes import load_recipe
 
@@ -68,7 +66,7 @@ def test_recipes_resolve_and_reject_bad_input():
 
 def test_fresh_tasks_replace_the_rl_train_tasks_in_the_sft_data(small_world_dir):
     from lfo_cli.env import load_world
-    from lfo_cli.models.warmstart import collect_sft_trajectories
+    from lfo_cli.models.sft_data import collect_sft_trajectories
 
     world = load_world(small_world_dir)
     cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=30, rollouts_per_task=2))
@@ -86,7 +84,7 @@ def test_slipped_turns_stay_in_context_without_loss(small_world_dir, tiny_tokeni
     from lfo_cli.env import load_world
     from lfo_cli.env.trl_env import CustomerServiceEnv
     from lfo_cli.models import prompts as P
-    from lfo_cli.models.warmstart import collect_sft_trajectories, tokenize_trajectories
+    from lfo_cli.models.sft_data import collect_sft_trajectories, tokenize_trajectories
 
     world = load_world(small_world_dir)
     cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, slip=0.6, rollouts_per_task=2))
@@ -114,7 +112,7 @@ def test_random_steps_carry_no_loss_unless_imitated(small_world_dir, tiny_tokeni
     from lfo_cli.env import load_world
     from lfo_cli.env.trl_env import CustomerServiceEnv
     from lfo_cli.models import prompts as P
-    from lfo_cli.models.warmstart import collect_sft_trajectories, tokenize_trajectories
+    from lfo_cli.models.sft_data import collect_sft_trajectories, tokenize_trajectories
 
     world = load_world(small_world_dir)
     tools = P.tool_schemas(CustomerServiceEnv)
@@ -134,7 +132,7 @@ def test_random_steps_carry_no_loss_unless_imitated(small_world_dir, tiny_tokeni
 
 
 def test_warmstart_key_leaves_out_later_options_at_their_neutral_value(small_world_dir, monkeypatch):
-    import lfo_cli.models.warmstart as ws
+    import lfo_cli.models.warmstart_cache as ws
 
     plain = WarmStartConfig(data=DataSection(dir=small_world_dir))
     slipped = WarmStartConfig(data=DataSection(dir=small_world_dir, slip=0.25))
@@ -217,7 +215,7 @@ def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, sma
 def test_evaluate_agent_with_an_external_generator(tiny_tokenizer, small_world_dir):
     """The generate_fn hook (used by the vLLM backend): no local model, calls parsed like GRPO."""
     from lfo_cli.env import load_world
-    from lfo_cli.models.warmstart import BEHAVIOUR_FIELDS, evaluate_agent
+    from lfo_cli.models.agent_eval import BEHAVIOUR_FIELDS, evaluate_agent
 
     world = load_world(small_world_dir)
     tasks = world.tasks["val"][:3]

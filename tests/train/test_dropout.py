@@ -121,7 +121,8 @@ def test_attach_dual_lora_swaps_every_lora_dropout_and_changes_no_checkpoint_key
 
 def test_a_stacked_world_model_step_runs_through_sparse_dropout_and_trains_both_adapters(monkeypatch):
     from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active, adapter_params
-    from lfo_cli.train.wm_loss import build_batch, world_model_forward
+    from lfo_cli.train.wm_batches import build_batch
+    from lfo_cli.train.wm_loss import world_model_forward
 
     monkeypatch.setattr(dropout_mod, "MIN_ELEMENTS", 1)  # the tiny model's activations take the sparse path
     calls = []

@@ -209,7 +209,7 @@ def test_distributed_launch_does_not_build_a_missing_warm_start(setup, tmp_path)
 def test_fresh_training_tasks_replace_the_train_split(seed):
     from lfo_cli.env import generate_world
     from lfo_cli.train.recipe_config import DataSection
-    from lfo_cli.train.runner import training_tasks
+    from lfo_cli.train.task_pools import training_tasks
 
     world = generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5)
     assert training_tasks(world, DataSection(), seed) == world.tasks["train"]
@@ -222,7 +222,7 @@ def test_fresh_training_tasks_replace_the_train_split(seed):
 
 
 def test_validation_metrics_are_means_over_episodes():
-    from lfo_cli.train.runner import validation_metrics
+    from lfo_cli.train.run_metrics import validation_metrics
 
     episodes = [{"difficulty": 1, "success": True, "turns": 4, "phone_calls": 1, "first_call": "right_department"},
                 {"difficulty": 1, "success": False, "turns": 3, "phone_calls": 1, "first_call": "other_department"},
@@ -241,7 +241,7 @@ def _write_outcomes(run_dir: Path, step: int, outcomes: list) -> None:
 
 
 def test_vs_start_pairs_final_with_step_zero(tmp_path):
-    from lfo_cli.train.runner import vs_start
+    from lfo_cli.train.run_metrics import vs_start
 
     _write_outcomes(tmp_path, 0, [["a", 0], ["a", 0], ["b", 1], ["c", 1], ["d", 0]])
     _write_outcomes(tmp_path, 40, [["a", 1], ["a", 1], ["b", 1], ["c", 0], ["d", 0]])
@@ -260,7 +260,7 @@ def test_vs_start_pairs_final_with_step_zero(tmp_path):
 def test_vs_start_per_difficulty_where_the_files_name_it(tmp_path):
     import json as _json
 
-    from lfo_cli.train.runner import vs_start
+    from lfo_cli.train.run_metrics import vs_start
 
     eps = [{"task_id": t, "difficulty": d} for t, d in (("a", 1), ("b", 2), ("c", 2), ("d", 2))]
     for step, outs in ((0, [1, 0, 0, 0]), (30, [0, 1, 1, 0])):
@@ -274,7 +274,7 @@ def test_vs_start_per_difficulty_where_the_files_name_it(tmp_path):
 
 
 def test_trends_average_first_and_last_logged_values(tmp_path):
-    from lfo_cli.train.runner import trends
+    from lfo_cli.train.run_metrics import trends
 
     rows = [{"step": i, "wm/token_acc": i / 10, "reward": 0.1} for i in range(1, 21)] + [{"step": 20, "val/success": 0.3}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -305,7 +305,7 @@ def test_eval_section_rejects_bad_values(bad):
 def test_tasks_seen_follows_trl_generation_batches(batch, ga, spg, mu, procs, expected):
     from types import SimpleNamespace
 
-    from lfo_cli.train.runner import TasksSeen
+    from lfo_cli.train.callbacks import TasksSeen
 
     args = SimpleNamespace(per_device_train_batch_size=batch, gradient_accumulation_steps=ga, steps_per_generation=spg,
                            num_iterations=mu, num_generations=8)
@@ -319,7 +319,7 @@ def test_validation_pool_fresh_tasks_are_the_worlds_not_the_runs():
     from lfo_cli.env import generate_world
     from lfo_cli.errors import LfoError
     from lfo_cli.train.recipe_config import EvalSection
-    from lfo_cli.train.runner import validation_pool
+    from lfo_cli.train.task_pools import validation_pool
 
     def world(seed=3):
         return generate_world(num_companies=14, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.3, seed=seed)
@@ -344,10 +344,10 @@ def test_validation_pool_fresh_tasks_are_the_worlds_not_the_runs():
 
 def test_company_subset_restricts_training_and_validation_but_not_the_heldout_control():
     from lfo_cli.env import generate_world
-    from lfo_cli.env.world import select_companies
+    from lfo_cli.env.tasks import select_companies
     from lfo_cli.errors import LfoError
     from lfo_cli.train.recipe_config import DataSection, EvalSection
-    from lfo_cli.train.runner import heldout_pool, training_tasks, validation_pool
+    from lfo_cli.train.task_pools import heldout_pool, training_tasks, validation_pool
 
     world = generate_world(num_companies=14, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.3, seed=3)
     data = DataSection(fresh_tasks=100, companies=2, max_difficulty=2)
@@ -441,7 +441,7 @@ def test_console_lines_are_compact():
 def test_difficulty_weights_thin_the_pool_to_the_mix(seed, weights):
     from lfo_cli.env import generate_world
     from lfo_cli.train.recipe_config import DataSection
-    from lfo_cli.train.runner import training_tasks
+    from lfo_cli.train.task_pools import training_tasks
 
     data = DataSection(fresh_tasks=200, max_difficulty=2, difficulty_weights=weights)
     w = data.difficulty_weights

@@ -24,7 +24,7 @@ from lfo_cli.train.adapters import (  # noqa: E402
 )
 from lfo_cli.train.config import DualLoRAConfig, Schedule  # noqa: E402
 from lfo_cli.train.trainer import WM_COLUMN, DualLoRAGRPOTrainer  # noqa: E402
-from lfo_cli.train.wm_loss import IGNORE_INDEX, build_batch  # noqa: E402
+from lfo_cli.train.wm_batches import IGNORE_INDEX, build_batch  # noqa: E402
 
 WM_TEXT = (
     "<|state|>\nTask: call billing\nStep: 2\nPrevious Actions:\n- search_company: the rep\nCollected Auth: {}\n"
@@ -229,7 +229,7 @@ def test_activation_checkpointing_is_off_by_default_and_refused_where_it_breaks_
 
 
 def test_reply_token_mask_marks_exactly_the_phone_replies(tokenizer):
-    from lfo_cli.train.wm_loss import reply_token_mask
+    from lfo_cli.train.reply_mask import reply_token_mask
 
     reply_a, reply_b = "I need your account number", "thank you your request is done"
     text_model = "<|im_start|>assistant\ncall<|im_end|>\n"
@@ -282,7 +282,8 @@ def test_surprise_reward_is_world_model_error(tokenizer, tmp_path):
 def test_surprise_reward_maps_each_loss_to_its_rollout(tokenizer, tmp_path, max_examples, batch_tokens, grouped):
     from types import SimpleNamespace
 
-    from lfo_cli.train.wm_loss import SharedPrefixBatch, world_model_forward
+    from lfo_cli.train.wm_batches import SharedPrefixBatch
+    from lfo_cli.train.wm_loss import world_model_forward
 
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=1.0, wm_intrinsic="surprise", wm_intrinsic_coef=0.5,
                            wm_max_examples=max_examples, wm_batch_tokens=batch_tokens)
@@ -315,7 +316,8 @@ def _examples_of_varied_length(n=7):
 
 @pytest.mark.parametrize("budget", [1, 600, 900])
 def test_length_batches_give_the_same_loss_and_gradient_with_less_padding(tokenizer, budget):
-    from lfo_cli.train.wm_loss import build_length_batches, world_model_forward
+    from lfo_cli.train.wm_batches import build_length_batches
+    from lfo_cli.train.wm_loss import world_model_forward
 
     torch.manual_seed(0)
     model = attach_dual_lora(tiny_model(tokenizer), LoraSettings(r=4, alpha=8, dropout=0.0))
@@ -373,12 +375,8 @@ def test_shared_prefix_batches_give_the_same_loss_and_gradient_with_fewer_tokens
     per-example losses, token accuracy and gradients as one padded batch, for both adapters at once."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from lfo_cli.train.wm_loss import (
-        SharedPrefixBatch,
-        build_wm_batches,
-        can_share_prefix,
-        world_model_forward,
-    )
+    from lfo_cli.train.wm_batches import SharedPrefixBatch, build_wm_batches
+    from lfo_cli.train.wm_loss import can_share_prefix, world_model_forward
 
     if arch == "llama":
         torch.manual_seed(1)
@@ -425,7 +423,7 @@ def test_shared_prefix_batches_give_the_same_loss_and_gradient_with_fewer_tokens
 
 
 def test_shared_prefix_is_used_only_when_it_runs_fewer_tokens_and_forwards(tokenizer):
-    from lfo_cli.train.wm_loss import SharedPrefixBatch, build_wm_batches, plan_cost
+    from lfo_cli.train.wm_batches import SharedPrefixBatch, build_wm_batches, plan_cost
 
     def shared(batches):
         return any(isinstance(b, SharedPrefixBatch) for b in batches)
@@ -446,7 +444,7 @@ def test_shared_prefix_is_used_only_when_it_runs_fewer_tokens_and_forwards(token
 def test_trainer_loss_is_the_same_with_and_without_shared_prefixes(tokenizer, tmp_path):
     """`wm.share_prefix` changes how the world-model loss is computed, not what: compute_loss and both
     adapters' gradients agree (stacked, so the policy adapter gets world-model gradient too)."""
-    from lfo_cli.train.wm_loss import SharedPrefixBatch
+    from lfo_cli.train.wm_batches import SharedPrefixBatch
 
     grouped = _examples_in_groups()
     results = []
@@ -475,7 +473,8 @@ def test_trainer_loss_is_the_same_with_and_without_shared_prefixes(tokenizer, tm
 def test_shared_prefix_needs_a_plain_unwrapped_full_attention_model(tokenizer):
     from transformers import MistralConfig, MistralForCausalLM
 
-    from lfo_cli.train.wm_loss import build_wm_batches, can_share_prefix, world_model_forward
+    from lfo_cli.train.wm_batches import build_wm_batches
+    from lfo_cli.train.wm_loss import can_share_prefix, world_model_forward
 
     model = attach_dual_lora(tiny_model(tokenizer), LoraSettings(r=4, alpha=8, dropout=0.0))
     assert can_share_prefix(model)
@@ -497,7 +496,8 @@ def test_world_model_head_on_targets_only_matches_full_logits(tokenizer, arch, m
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from lfo_cli.train import wm_loss
-    from lfo_cli.train.wm_loss import build_batch, masked_lm_loss, world_model_forward
+    from lfo_cli.train.wm_batches import build_batch
+    from lfo_cli.train.wm_loss import masked_lm_loss, world_model_forward
 
     if arch == "llama":  # SmolLM2's architecture
         torch.manual_seed(1)
@@ -515,7 +515,7 @@ def test_world_model_head_on_targets_only_matches_full_logits(tokenizer, arch, m
     model.set_adapter(WORLD_MODEL)
     examples = _examples_of_varied_length()
     batch = build_batch(tokenizer, examples, max_length=512)
-    batch.labels[0] = wm_loss.IGNORE_INDEX  # a row without targets counts 0 and contributes 0
+    batch.labels[0] = IGNORE_INDEX  # a row without targets counts 0 and contributes 0
 
     class Wrapper(torch.nn.Module):  # like DistributedDataParallel: its forward must not be bypassed
         def __init__(self, module):
@@ -557,7 +557,8 @@ def test_attention_mask_is_dropped_only_where_padding_is_all_on_the_right():
 
 
 def test_token_accuracy_counts_the_targets_that_are_the_top_logit():
-    from lfo_cli.train.wm_loss import IGNORE_INDEX, _target_loss
+    from lfo_cli.train.wm_batches import IGNORE_INDEX
+    from lfo_cli.train.wm_loss import _target_loss
 
     torch.manual_seed(0)
     labels = torch.randint(0, 50, (3, 9))
@@ -572,7 +573,7 @@ def test_token_accuracy_counts_the_targets_that_are_the_top_logit():
 
 
 def test_shared_token_floor_counts_each_distinct_context_prefix_once_and_every_tail(tokenizer):
-    from lfo_cli.train.wm_loss import (
+    from lfo_cli.train.wm_batches import (
         IGNORE_INDEX,
         build_wm_batches,
         plan_cost,

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from lfo_cli.errors import LfoError
-from lfo_cli.wmil.envs import DIFFICULTY_CONFIGS, TASKS, State, SymbolicEnv, VecEnv, make_task
+from lfo_cli.wmil.envs import TASKS, State, SymbolicEnv, VecEnv, make_task
 from lfo_cli.wmil.parents import DeterministicParent
+from lfo_cli.wmil.task_base import DIFFICULTY_CONFIGS
 
 
 def run_episodes(task, level, policy, n=2048, seed=0):

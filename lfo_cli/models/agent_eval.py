@@ -1,0 +1,172 @@
+"""A model plays the environment's tasks, each turn parsed exactly like GRPO's tool loop.
+
+:func:`evaluate_agent` samples every assistant turn from the chat-templated conversation and parses it
+with TRL's ``parse_response``; :func:`summarize_eval` turns its result into ``eval/...`` metrics (valid
+tool-call rate, success overall and by difficulty). Used by the warm start, by validation during
+training and by ``lfo transfer-eval``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from lfo_cli.models import prompts as P
+
+
+def stratified_tasks(tasks: list, n: int) -> list:
+    """``n`` tasks taken round-robin over difficulties (in task-id order), so every level is measured."""
+    by: dict[int, list] = defaultdict(list)
+    for t in sorted(tasks, key=lambda t: t.task_id):
+        by[t.difficulty].append(t)
+    out, levels = [], sorted(by)
+    while len(out) < min(n, len(tasks)):
+        for d in levels:
+            if by[d] and len(out) < n:
+                out.append(by[d].pop(0))
+    return out
+
+
+# Episode info fields kept per evaluated episode (behaviour metrics of transfer-eval and validation).
+BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted", "form_fields",
+                    "invalid_tool_calls", "first_call")
+
+
+def evaluate_agent(
+    model, tokenizer, world, tasks: list, *, temperature: float = 1.0, max_turns: int = 16,
+    max_new_tokens: int = 128, batch_size: int = 50, seed: int = 0, progress=None, generate_fn=None,
+) -> dict[str, Any]:
+    """Play ``tasks`` with the model; returns per-turn validity and per-episode outcomes.
+
+    ``generate_fn(prompt_ids, temperature, max_new_tokens, seed) -> list[list[int]]`` replaces
+    ``model.generate`` (e.g. vLLM with a ``LoRARequest``, ``lfo_cli.eval.vllm_backend``); ``model``
+    may then be None. Episodes carry the environment's behaviour fields (auth before the first call,
+    department order, phone calls, forms, invalid calls).
+
+    Each assistant turn is sampled at ``temperature`` from the chat-templated conversation and
+    parsed with TRL's ``parse_response`` (the GRPO tool loop's parser). A turn is a *valid tool
+    call* when it holds exactly one call to a known tool with an argument object. A turn without a
+    tool call ends the episode, as in TRL.
+    """
+    import torch
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    from lfo_cli.env.episode import Episode
+    from lfo_cli.env.trl_env import CustomerServiceEnv
+    from lfo_cli.env.world import sub_seed
+    from lfo_cli.models.trajectories import FINAL_REPLY
+
+    tools = P.tool_schemas(CustomerServiceEnv)
+    tool_names = {t["function"]["name"] for t in tools}
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        add_response_schema(tokenizer)
+    tokenizer.padding_side = "left"
+    if model is not None:
+        model.eval()
+    torch.manual_seed(seed)
+    episodes, turns, samples = [], [], []
+    for start in range(0, len(tasks), batch_size):
+        chunk = tasks[start:start + batch_size]
+        envs = [Episode(world, max_turns=max_turns) for _ in chunk]
+        convs = []
+        for env, task in zip(envs, chunk, strict=True):
+            convs.append(P.build_messages(env.reset(task, sub_seed("warmstart-eval", seed, task.task_id) % 2**31)))
+        active = list(range(len(chunk)))
+        ended_by = ["max_turns"] * len(chunk)
+        while active:
+            prompt_ids = [
+                tokenizer.apply_chat_template(convs[i], tools=tools, add_generation_prompt=True, tokenize=True,
+                                              return_dict=False)
+                for i in active
+            ]
+            if generate_fn is not None:
+                generated = generate_fn(prompt_ids, temperature, max_new_tokens, seed + start)
+            else:
+                batch = tokenizer.pad({"input_ids": prompt_ids}, return_tensors="pt", padding_side="left").to(model.device)
+                with torch.no_grad():
+                    out = model.generate(
+                        **batch, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                        max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                        eos_token_id=tokenizer.eos_token_id,
+                    )
+                width = batch["input_ids"].shape[1]
+                generated = [out[row, width:].tolist() for row in range(len(active))]
+            still = []
+            for row, i in enumerate(active):
+                ids = generated[row]
+                if tokenizer.eos_token_id in ids:
+                    ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
+                else:
+                    ids = [t for t in ids if t != tokenizer.pad_token_id]
+                msg = parse_response(tokenizer, ids, prefix=prompt_ids[row], tools=tools)
+                valid = P.valid_tool_call(msg, tool_names)
+                is_final = not msg.get("tool_calls") and (msg.get("content") or "").strip() == FINAL_REPLY
+                turns.append({"valid_tool_call": valid, "final_reply": is_final, "task_id": chunk[i].task_id})
+                # the first 40 turns, and every malformed one (up to 200 in all): what to look at first
+                if len(samples) < 40 or (not valid and not is_final and len(samples) < 200):
+                    samples.append({"task_id": chunk[i].task_id, "text": tokenizer.decode(ids), "valid": valid})
+                calls = msg.get("tool_calls") or []
+                if not calls:
+                    ended_by[i] = "final_reply" if is_final else "no_tool_call"
+                    continue
+                convs[i].append({"role": "assistant", "content": msg.get("content") or "", "tool_calls": calls})
+                for call in calls:
+                    fn = call.get("function", {})
+                    args = fn.get("arguments")
+                    obs = envs[i].step(fn.get("name"), args if isinstance(args, dict) else {})
+                    convs[i].append(P.tool_result_message(str(fn.get("name")), obs))
+                if envs[i].done:
+                    ended_by[i] = "success" if envs[i].success else "max_turns"
+                else:
+                    still.append(i)
+            active = still
+            if progress is not None:
+                progress(len(chunk) - len(active), len(chunk))
+        for env, task, how in zip(envs, chunk, ended_by, strict=True):
+            info = env.info()
+            episodes.append({"task_id": task.task_id, "difficulty": task.difficulty, "success": bool(info["success"]),
+                             "turns": info["turns"], "ended_by": how,
+                             **{k: info[k] for k in BEHAVIOUR_FIELDS if k in info}})
+    return {"turns": turns, "episodes": episodes, "samples": samples}
+
+
+def episode_outcomes(result: dict[str, Any]) -> list[list]:
+    """``[[task_id, 0 | 1], ...]`` per episode of an ``evaluate_agent`` result, in evaluation order: what a
+    paired comparison of two evaluations of the same episodes lines up."""
+    return [[e["task_id"], int(bool(e["success"]))] for e in result["episodes"]]
+
+
+def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) -> dict[str, Any]:
+    turns, eps = result["turns"], result["episodes"]
+    call_turns = [t for t in turns if not t["final_reply"]]
+    out: dict[str, Any] = {
+        "eval/assistant_turns": len(turns),
+        "eval/call_turns": len(call_turns),  # the valid-call rate's denominator (turns other than the final reply)
+        "eval/valid_tool_call_rate": sum(t["valid_tool_call"] for t in call_turns) / max(1, len(call_turns)),
+        "eval/wellformed_turn_rate": sum(t["valid_tool_call"] or t["final_reply"] for t in turns) / max(1, len(turns)),
+        "eval/success_rate": sum(e["success"] for e in eps) / max(1, len(eps)),
+        "eval/episodes": len(eps),
+    }
+    by = defaultdict(list)
+    for e in eps:
+        by[e["difficulty"]].append(e["success"])
+    for d, v in sorted(by.items()):
+        out[f"eval/success_d{d}"] = sum(v) / len(v)
+        out[f"eval/episodes_d{d}"] = len(v)
+    if eps and any("first_call" in e for e in eps):  # share of episodes by where the first call went
+        from lfo_cli.env.episode import FIRST_CALL_OUTCOMES
+
+        for outcome in (*FIRST_CALL_OUTCOMES, None):
+            out[f"eval/first_call/{outcome or 'none'}"] = sum(e.get("first_call") == outcome for e in eps) / len(eps)
+    lo = [e["success"] for e in eps if e["difficulty"] <= 2]
+    hi = [e["success"] for e in eps if e["difficulty"] >= 3]
+    out["eval/success_d1_2"] = sum(lo) / len(lo) if lo else None
+    out["eval/success_d3_5"] = sum(hi) / len(hi) if hi else None
+    if teacher:
+        tb = defaultdict(list)
+        for t in teacher:
+            tb[t["difficulty"]].append(t["reward"] >= 1.0)
+        for d, v in sorted(tb.items()):
+            out[f"teacher/success_d{d}"] = sum(v) / len(v)
+    return out
+

@@ -1,0 +1,210 @@
+"""Configuration of a warm start (recipe kind ``warmstart``): the model, data, train and eval sections.
+
+Validated on construction: a bad value raises :class:`~lfo_cli.errors.LfoError` naming the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from lfo_cli.errors import LfoError
+
+
+@dataclass
+class ModelSection:
+    name: str = field(default="micro", metadata={"help": "Base model: micro, smollm2-135m, a local path or a hub id."})
+    dtype: Literal["float32", "bfloat16", "float16"] = field(
+        default="float32", metadata={"help": "Training dtype (float32 on CPU)."}
+    )
+    full_finetune: bool | None = field(
+        default=None,
+        metadata={"help": "Train every weight (default for micro, which starts from scratch) instead of a LoRA "
+                  "merged into the base (default for pretrained models)."},
+    )
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank (pretrained bases)."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        metadata={"help": "Modules that get LoRA weights. All linear layers: teaching a format needs the MLPs too."},
+    )
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise LfoError("model.name must name a model (micro, smollm2-135m, a path or a hub id)")
+        if self.lora_r < 1 or self.lora_alpha < 1:
+            raise LfoError("model.lora_r and model.lora_alpha must be >= 1")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise LfoError(f"model.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+
+    @property
+    def is_full(self) -> bool:
+        return self.full_finetune if self.full_finetune is not None else self.name == "micro"
+
+
+@dataclass
+class DataSection:
+    dir: Path = field(default=Path("data"), metadata={"help": "World written by `lfo gen-env` (train tasks are "
+                                                             "the SFT prompts, val tasks the evaluation)."})
+    policy: Literal["prior", "probe", "random"] = field(
+        default="prior",
+        metadata={"help": "Reference policy to imitate. The oracle (hidden requirements) is deliberately not "
+                  "allowed: the warm start must leave room for RL."},
+    )
+    rollouts_per_task: int = field(default=2, metadata={"help": "Noisy rollouts per train task."})
+    max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many train tasks (None: all)."})
+    fresh_tasks: int = field(
+        default=0,
+        metadata={"help": "Imitate on this many newly drawn tasks of the training companies instead of the world's "
+                  "train tasks (0: the train tasks). Fresh tasks keep the RL train tasks unseen, so a small model "
+                  "cannot memorise the tasks RL is then rewarded on, and give more distinct customers per epoch."},
+    )
+    epsilon: float = field(
+        default=0.1,
+        metadata={"help": "Probability that a step is replaced by a random call (wrong guesses, extra calls)."},
+    )
+    field_dropout: float = field(
+        default=0.1, metadata={"help": "Probability of dropping each field from the policy's form (wrong guesses)."}
+    )
+    field_extra: float = field(
+        default=0.0,
+        metadata={"help": "Probability that the teacher's form also asks for one random field it would not ask for: "
+                  "a warm start whose forms sometimes go beyond the industry prior, so that RL can find a company "
+                  "exception's field (it still knows no exception)."},
+    )
+    slip: float = field(
+        default=0.0,
+        metadata={"help": "Probability that the teacher first makes a search or call with a copy slip (mistyped "
+                  "name/number/value, another department's number) and then recovers after the error reply. "
+                  "Slipped turns are kept in context but carry no loss: the model learns to recover, not to slip."},
+    )
+    imitate_random: bool = field(
+        default=True,
+        metadata={"help": "Train on the teacher's random replacement actions (epsilon) like on its other turns. "
+                  "False keeps them in context with no loss, as for slips: the model sees detours and recovers "
+                  "from them but never learns to emit a company, number or value the conversation did not show."},
+    )
+    success_weight: int = field(
+        default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
+    )
+    induction_rows: int = field(
+        default=0,
+        metadata={"help": "Synthetic rows 'A + A' (random tokens, loss on the repeat) mixed into the SFT data so a "
+                  "from-scratch model forms the copying circuit that phone numbers and form values need "
+                  "(lfo_cli.models.induction). 0: none."},
+    )
+    induction_max_len: int = field(default=48, metadata={"help": "Longest random sequence A of an induction row."})
+
+    def noise(self):
+        """The teacher's :class:`~lfo_cli.env.noise.NoiseConfig` (SFT data and the teacher baseline)."""
+        from lfo_cli.env.noise import NoiseConfig
+
+        return NoiseConfig(epsilon=self.epsilon, field_dropout=self.field_dropout, slip=self.slip,
+                           field_extra=self.field_extra)
+
+    def __post_init__(self) -> None:
+        if self.rollouts_per_task < 1:
+            raise LfoError(f"data.rollouts_per_task must be >= 1, got {self.rollouts_per_task}")
+        if self.max_tasks is not None and self.max_tasks < 1:
+            raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
+        if self.fresh_tasks < 0:
+            raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
+        for name in ("epsilon", "field_dropout", "slip", "field_extra"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise LfoError(f"data.{name} must be in [0, 1], got {v}")
+        if self.success_weight < 1:
+            raise LfoError(f"data.success_weight must be >= 1, got {self.success_weight}")
+        if self.induction_rows < 0:
+            raise LfoError(f"data.induction_rows must be >= 0, got {self.induction_rows}")
+        if not 8 <= self.induction_max_len <= 512:
+            raise LfoError(f"data.induction_max_len must be in [8, 512], got {self.induction_max_len}")
+
+
+@dataclass
+class TrainSection:
+    epochs: float = field(default=4.0, metadata={"help": "Passes over the SFT trajectories."})
+    max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: use epochs)."})
+    max_minutes: float | None = field(
+        default=None, metadata={"help": "Wall-clock budget for training; stops cleanly at the next step after it."}
+    )
+    batch_size: int = field(default=16, metadata={"help": "Sequences per optimizer step (before accumulation)."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
+    learning_rate: float = field(
+        default=1e-3, metadata={"help": "Peak lr. 1e-3 suits a 4M model from scratch; LoRA on a pretrained base ~2e-4."}
+    )
+    warmup_ratio: float = field(default=0.05, metadata={"help": "Fraction of steps of linear warmup."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    max_length: int = field(
+        default=1024, metadata={"help": "Longer tokenized trajectories are dropped (not truncated: a cut episode "
+                                        "would teach the model to stop mid-task)."}
+    )
+    logging_steps: int = field(default=10, metadata={"help": "Log every N steps (metrics.jsonl)."})
+    save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps (for --resume)."})
+    threads: int | None = field(default=None, metadata={"help": "torch threads (None: torch's default)."})
+
+    def __post_init__(self) -> None:
+        if self.epochs <= 0 and self.max_steps <= 0:
+            raise LfoError("train: set epochs > 0 or max_steps > 0")
+        if self.batch_size < 1 or self.gradient_accumulation_steps < 1:
+            raise LfoError("train.batch_size and train.gradient_accumulation_steps must be >= 1")
+        if self.learning_rate <= 0:
+            raise LfoError(f"train.learning_rate must be > 0, got {self.learning_rate}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise LfoError(f"train.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.max_length < 64:
+            raise LfoError(f"train.max_length must be >= 64, got {self.max_length}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise LfoError(f"train.max_minutes must be > 0 or null, got {self.max_minutes}")
+        if self.logging_steps < 1 or self.save_steps < 1:
+            raise LfoError("train.logging_steps and train.save_steps must be >= 1")
+
+
+@dataclass
+class EvalSection:
+    num_tasks: int = field(default=100, metadata={"help": "Val tasks played after training (0: skip evaluation)."})
+    samples_per_task: int = field(
+        default=1,
+        metadata={"help": "Episodes sampled per val task (same environment seed, new model samples): more sampled "
+                  "turns for the valid-call rate and more episodes per difficulty for success, at k times the cost."},
+    )
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (1.0, as in GRPO rollouts)."})
+    max_turns: int = field(default=16, metadata={"help": "Tool calls per episode (the environment's limit)."})
+    max_new_tokens: int = field(default=128, metadata={"help": "Token budget of one assistant turn."})
+    batch_size: int = field(default=50, metadata={"help": "Episodes generated together."})
+    min_valid_rate: float | None = field(
+        default=None, metadata={"help": "Fail the run (exit 2) if the valid tool-call rate is below this."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.num_tasks < 0:
+            raise LfoError(f"eval.num_tasks must be >= 0, got {self.num_tasks}")
+        if not 1 <= self.samples_per_task <= 64:
+            raise LfoError(f"eval.samples_per_task must be in [1, 64], got {self.samples_per_task}")
+        if self.temperature <= 0:
+            raise LfoError(f"eval.temperature must be > 0 (sampling), got {self.temperature}")
+        if not 1 <= self.max_turns <= 64:
+            raise LfoError(f"eval.max_turns must be in [1, 64], got {self.max_turns}")
+        if self.max_new_tokens < 8 or self.batch_size < 1:
+            raise LfoError("eval.max_new_tokens must be >= 8 and eval.batch_size >= 1")
+
+
+@dataclass
+class WarmStartConfig:
+    """Recipe kind ``warmstart``: SFT on noisy reference-policy trajectories, then evaluation."""
+
+    seed: int = field(default=0, metadata={"help": "Seeds data noise, initialisation order, shuffling and sampling."})
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+
+    def __post_init__(self) -> None:
+        if self.seed < 0:
+            raise LfoError(f"seed must be >= 0, got {self.seed}")
+        for name, cls in (("model", ModelSection), ("data", DataSection), ("train", TrainSection), ("eval", EvalSection)):
+            if isinstance(getattr(self, name), dict):
+                setattr(self, name, cls(**getattr(self, name)))
+

@@ -1,0 +1,103 @@
+"""Training diagnostics in `lfo report`: world-model accuracy vs later policy learning, gradient norms."""
+
+from __future__ import annotations
+
+from lfo_cli import stats
+from lfo_cli.report.document import Report
+from lfo_cli.report.format import finite as _finite
+from lfo_cli.report.format import num, pval
+from lfo_cli.report.run_stats import Conditions
+
+GRAD_KEYS = ("grad_norm/policy", "grad_norm/wm", "grad_norm/policy_from_wm")
+
+
+def correlation_section(rep: Report, cs: Conditions, corr_window: int | None, pd, plt) -> None:
+    W = rep.writer
+    conds, by_cond, role = cs.conds, cs.by_cond, cs.role
+    rep.md.append("### World-model accuracy vs subsequent policy learning (seed: correlation analysis)\n")
+    dual_runs = [s for c in conds if role[c] == "dual" for s in by_cond[c]]
+    max_steps = [max((row["step"] for row in s.run.rows), default=0) for s in dual_runs]
+    window = corr_window or (min(50, max(1, int(sorted(max_steps)[len(max_steps) // 2] // 5))) if max_steps else 50)
+    pts = []
+    for s in dual_runs:
+        wm = [(float(r["step"]), float(r["wm/token_acc"])) for r in s.run.rows if "wm/token_acc" in r]
+        for step, acc, slope in stats.learning_rate_windows(s.curve, wm, window):
+            pts.append({"run": s.run.name, "condition": s.run.condition, "step": step, "wm_token_acc": acc,
+                        "success_per_1000_tasks": slope * 1000})
+    corr = stats.pearson_with_ci([p["wm_token_acc"] for p in pts], [p["success_per_1000_tasks"] for p in pts])
+    rep.summary["correlation"] = {"window_steps": window, **corr.as_dict()}
+    if pts:
+        pts_df = pd.DataFrame(pts).sort_values(["run", "step"], kind="stable")
+        W.csv("wm_vs_learning_rate.csv", pts_df)
+        fig, ax = plt.subplots(figsize=(6, 4.2))
+        for i, (c, sub) in enumerate(pts_df.groupby("condition", sort=True)):
+            ax.scatter(sub.wm_token_acc, sub.success_per_1000_tasks, s=14, color=f"C{i % 10}", label=c)
+        ax.set_xlabel(f"WM token accuracy (mean over the {window} steps up to N)")
+        ax.set_ylabel(f"Δ val success per 1000 tasks (next >= {window} steps)")
+        ax.set_title(f"Pearson r = {num(corr.r)} [{num(corr.low)}, {num(corr.high)}], n = {corr.n}", fontsize=9)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        W.figure("wm_vs_learning_rate.png", fig)
+        rep.md.append("![wm vs learning rate](wm_vs_learning_rate.png)\n")
+    if corr.n >= 4 and _finite(corr.r):
+        rep.md.append(f"Pearson r = {num(corr.r)}, 95% CI [{num(corr.low)}, {num(corr.high)}], p = {pval(corr.p)}, "
+                      f"n = {corr.n} (step, run) points from {len(dual_runs)} dual-LoRA runs, window {window} steps. "
+                      "Points from one run are not independent, so this CI is optimistic. Data: `wm_vs_learning_rate.csv`.")
+    else:
+        msg = (f"Insufficient data: {corr.n} (step, run) point(s) with both a world-model accuracy and a later "
+               f"evaluation >= {window} steps on (need 4 and non-constant values; try --corr-window).")
+        rep.md.append(msg)
+        rep.notes.append("Correlation: " + msg)
+
+
+def grad_norm_section(rep: Report, cs: Conditions, pd, plt) -> None:
+    W = rep.writer
+    conds, by_cond = cs.conds, cs.by_cond
+    rep.md.append("### Gradient norms per adapter\n")
+    g_rows = []
+    for c in conds:
+        acc: dict[tuple[str, float], list[float]] = {}
+        for s in by_cond[c]:
+            for row in s.run.rows:
+                for k in GRAD_KEYS:
+                    if k in row:
+                        acc.setdefault((k, float(row["step"])), []).append(float(row[k]))
+        for (k, step), vals in sorted(acc.items()):
+            g_rows.append({"condition": c, "metric": k, "step": step, "mean": sum(vals) / len(vals), "n": len(vals)})
+    if g_rows:
+        g = pd.DataFrame(g_rows)
+        W.csv("grad_norms.csv", g)
+        fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+        for ax, k in zip(axes, GRAD_KEYS, strict=True):
+            for i, c in enumerate(conds):
+                sub = g[(g.condition == c) & (g.metric == k)]
+                if not sub.empty:
+                    ax.plot(sub.step, sub["mean"], color=f"C{i % 10}", label=c, linewidth=1)
+            ax.set_title(k, fontsize=9)
+            ax.set_xlabel("step")
+        axes[0].legend(fontsize=6)
+        fig.tight_layout()
+        W.figure("grad_norms.png", fig)
+        pf = g[g.metric == "grad_norm/policy_from_wm"]
+        lines = []
+        for c in conds:
+            sub = pf[pf.condition == c]
+            if not sub.empty:
+                line = (f"- {c}: mean grad_norm/policy_from_wm {num(float(sub['mean'].mean()))} "
+                        f"(max {num(float(sub['mean'].max()))}) over {len(sub)} logged steps")
+                if by_cond[c][0].run.role == "dual" and float(sub["mean"].abs().max()) == 0.0:
+                    line += (": exactly 0 at every probe, so this arm's world-model loss has no gradient path "
+                             "into the policy; it can reach the policy only through global gradient clipping "
+                             "and the random stream, and a difference from the baseline is not evidence that "
+                             "predicting replies helps")
+                lines.append(line)
+        warn = [(c, k, float(sum(float(row[k]) for s in by_cond[c] for row in s.run.rows if k in row)))
+                for c in conds for k in ("warnings/policy_dominates", "warnings/wm_dominates")]
+        warn = [w for w in warn if w[2] > 0]
+        rep.md.append("![grad norms](grad_norms.png)\n\nMean over seeds per step; data `grad_norms.csv`.\n\n" + "\n".join(lines))
+        if warn:
+            rep.md.append("Seed warning rule (policy/WM gradient ratio > 10x either way) fired: " +
+                          "; ".join(f"{c}: {k.split('/')[-1]} {num(n)} times" for c, k, n in warn) + ".")
+    else:
+        rep.md.append("Skipped: no run logged grad_norm/policy, grad_norm/wm or grad_norm/policy_from_wm.")
+        rep.notes.append("Gradient norms: not logged by any run.")

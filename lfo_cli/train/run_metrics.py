@@ -1,0 +1,95 @@
+"""A GRPO run's numbers: validation metrics from an evaluation, final vs start (paired), curve trends.
+
+All return plain dicts of ``val/...``-style keys; the run's ``summary.json`` is made of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lfo_cli.io import iter_jsonl, read_json
+
+
+def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = "val") -> dict[str, float]:
+    """Final validation vs step 0 (the warm start), paired per episode: `val/vs_start/...` (``prefix``
+    "heldout": the held-out evaluation's files). Empty when either evaluation is missing (eval.every = 0)
+    or they cover different episodes."""
+    import math
+
+    from lfo_cli.stats import paired_test
+
+    stem = "step" if prefix == "val" else f"{prefix}_step"
+    paths = [Path(run_dir) / "validation" / f"{stem}_{s}.json" for s in (0, step)]
+    if step <= 0 or not all(p.is_file() for p in paths):
+        return {}
+    files = [read_json(p) for p in paths]
+    start, final = (f["outcomes"] for f in files)
+    if [t for t, _ in start] != [t for t, _ in final]:
+        return {}
+
+    def compare(keep: list[int], key: str) -> dict[str, float]:
+        a, b = [final[i][1] for i in keep], [start[i][1] for i in keep]
+        test = paired_test(a, b, seed=seed).as_dict()
+        test.pop("ttest_p")  # 0/1 outcomes: the Wilcoxon (sign) test is the one to read
+        row = {"start_success": sum(b) / len(b), "final_success": sum(a) / len(a), **test}
+        return {f"{key}/{k}": v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+
+    out = compare(list(range(len(start))), f"{prefix}/vs_start")
+    episodes = files[0].get("episodes") or []
+    if len(episodes) == len(start):  # per difficulty, where the files say which episode is which
+        for d in sorted({e["difficulty"] for e in episodes}):
+            out.update(compare([i for i, e in enumerate(episodes) if e["difficulty"] == d], f"{prefix}/vs_start/d{d}"))
+    return out
+
+
+TREND_METRICS = ("wm/token_acc", "losses/wm", "reward")
+
+
+def trends(run_dir: Path, window: int = 10) -> dict[str, float]:
+    """Mean of the first and last `window` logged values of the training curves (`wm/token_acc/first10`,
+    `.../last10`): does the world model learn, does train reward move."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return {}
+    rows = list(iter_jsonl(path))
+    out: dict[str, float] = {}
+    for key in TREND_METRICS:
+        values = [float(r[key]) for r in rows if key in r]
+        if len(values) >= 2:
+            w = min(window, len(values) // 2)
+            out[f"{key}/first{window}"] = sum(values[:w]) / w
+            out[f"{key}/last{window}"] = sum(values[-w:]) / w
+    return out
+
+
+def validation_metrics(result: dict[str, Any], prefix: str = "val", world=None) -> dict[str, float]:
+    """`val/...` metrics from an evaluate_agent result (success overall and by difficulty, behaviour;
+    with ``world``, the form measures of :func:`lfo_cli.env.specificity.form_specificity`)."""
+    episodes, turns = result["episodes"], result["turns"]
+    row: dict[str, float] = {}
+    if episodes:
+        row[f"{prefix}/success"] = sum(e["success"] for e in episodes) / len(episodes)
+        row[f"{prefix}/turns"] = sum(e["turns"] for e in episodes) / len(episodes)
+        for d in sorted({e["difficulty"] for e in episodes}):
+            sub = [e for e in episodes if e["difficulty"] == d]
+            row[f"{prefix}/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
+    from lfo_cli.models.agent_eval import summarize_eval
+
+    summary = summarize_eval(result)  # the warm start's definitions, so both evaluations read alike
+    if any(not t.get("final_reply") for t in turns):  # "Done." is not a call
+        row[f"{prefix}/valid_tool_call_rate"] = summary["eval/valid_tool_call_rate"]
+    if "eval/first_call/right_department" in summary:  # the department decision, apart from copying
+        row[f"{prefix}/first_call_right"] = summary["eval/first_call/right_department"]
+    for key, name in (("auth_before_first_call", "auth_before_call"), ("department_order_correct", "order_correct"),
+                      ("phone_calls", "calls_per_task"), ("forms_submitted", "forms"),
+                      ("invalid_tool_calls", "invalid_calls")):
+        values = [float(e[key]) for e in episodes if key in e]
+        if values:
+            row[f"{prefix}/{name}"] = sum(values) / len(values)
+    if world is not None and episodes and all("form_fields" in e for e in episodes):
+        from lfo_cli.env.specificity import form_specificity
+
+        row.update({f"{prefix}/{k}": v for k, v in form_specificity(world, episodes).items()})
+    return row
+

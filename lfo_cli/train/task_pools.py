@@ -1,0 +1,89 @@
+"""The task pools of a GRPO run: training tasks (curriculum, difficulty mix), validation and held-out tasks.
+
+Each pool comes from the world's splits or from freshly drawn tasks (registered in the world so the
+environment resolves their ids), seeded so that every run on a world sees the same validation tasks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from lfo_cli.errors import LfoError
+
+
+def training_tasks(world, data, seed: int) -> list:
+    """The RL training tasks: the world's train split, or ``data.fresh_tasks`` newly drawn ones (on
+    ``data.companies`` when set; then registered in ``world`` so the environment resolves their ids),
+    filtered by difficulty, capped."""
+    from lfo_cli.env.tasks import fresh_training_tasks, select_companies
+
+    pool = world.tasks["train"]
+    if data.fresh_tasks:
+        # New tasks on the training companies: the warm start never saw them, so train reward measures
+        # the skill (reading the directory, copying values), not recall of imitated episodes.
+        pool = fresh_training_tasks(world, data.fresh_tasks, seed=seed, split="rl",
+                                    company_ids=select_companies(world, data.companies))
+        world.register_tasks(pool)
+    tasks = [t for t in pool if data.min_difficulty <= t.difficulty <= data.max_difficulty]
+    if data.difficulty_weights:
+        tasks = weighted_mix(tasks, data.difficulty_weights)
+    if not tasks:
+        raise LfoError(f"no training tasks at difficulty {data.min_difficulty}..{data.max_difficulty}")
+    return tasks[: data.max_tasks] if data.max_tasks else tasks
+
+
+def weighted_mix(tasks: list, weights: dict[int, float]) -> list:
+    """The largest sub-pool of ``tasks`` whose difficulties are in the proportions ``weights`` (each
+    difficulty keeps its first tasks in pool order; the pool's seeded interleaving is kept)."""
+    counts = Counter(t.difficulty for t in tasks)
+    named = {d: w for d, w in weights.items() if w > 0}
+    scale = min(counts.get(d, 0) / w for d, w in named.items())
+    keep = {d: int(scale * w + 1e-9) for d, w in named.items()}
+    out = []
+    for t in tasks:
+        if keep.get(t.difficulty, 0) > 0:
+            keep[t.difficulty] -= 1
+            out.append(t)
+    return out
+
+
+VAL_FRESH_SPLIT = "valfresh"
+
+
+def validation_pool(world, ev, companies: list[str] | None = None) -> list:
+    """The tasks validation draws from: the world's val split, or ``eval.fresh_tasks`` newly drawn ones on
+    the training companies (split ``valfresh``, seeded by the world's seed alone: the same for every run
+    and training seed on a world, and apart from the ``rl``/``sft`` draws), filtered by difficulty;
+    ``companies`` (the study's subset, `data.companies`) restricts both to those companies."""
+    from lfo_cli.env.tasks import fresh_training_tasks
+
+    pool = world.tasks["val"]
+    if ev.fresh_tasks:
+        pool = fresh_training_tasks(world, ev.fresh_tasks, seed=world.seed, split=VAL_FRESH_SPLIT, company_ids=companies)
+        world.register_tasks(pool)
+    elif companies is not None:
+        pool = [t for t in pool if t.company_id in set(companies)]
+    pool = [t for t in pool if not ev.difficulties or t.difficulty in ev.difficulties]
+    if not pool:
+        source = f"{ev.fresh_tasks} fresh val tasks" if ev.fresh_tasks else "the val split"
+        raise LfoError(f"no validation tasks at difficulty {ev.difficulties} in {source}")
+    return pool
+
+
+HELDOUT_FRESH_SPLIT = "heldoutfresh"
+
+
+def heldout_pool(world, ev) -> list:
+    """``eval.heldout_tasks`` fresh tasks of the held-out companies at ``eval.heldout_difficulties``
+    (seeded by the world's seed alone: the same for every run on a world)."""
+    from lfo_cli.env.tasks import fresh_heldout_tasks
+    from lfo_cli.env.world import DIFFICULTIES
+    from lfo_cli.models.agent_eval import stratified_tasks
+
+    if not ev.heldout_tasks:
+        return []
+    # draw_tasks balances all five difficulties; draw enough that the kept ones number heldout_tasks.
+    n = -(-ev.heldout_tasks * len(DIFFICULTIES) // len(ev.heldout_difficulties))
+    pool = fresh_heldout_tasks(world, n, seed=world.seed, split=HELDOUT_FRESH_SPLIT)
+    world.register_tasks(pool)
+    return stratified_tasks([t for t in pool if t.difficulty in ev.heldout_difficulties], ev.heldout_tasks)
