@@ -126,7 +126,7 @@ class Estimate(Record):
     n: int
 
 
-def _bootstrap(data: tuple, statistic, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
+def bootstrap_ci(data: tuple, statistic, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
     from scipy import stats
 
     with warnings.catch_warnings():
@@ -161,7 +161,7 @@ def bootstrap_mean_ci(
         return Estimate(mean, math.nan, math.nan, 1)
     if np.all(v == v[0]):
         return Estimate(mean, mean, mean, int(v.size))
-    lo, hi = _bootstrap((v,), _mean, confidence, n_resamples, seed)
+    lo, hi = bootstrap_ci((v,), _mean, confidence, n_resamples, seed)
     return Estimate(mean, lo, hi, int(v.size))
 
 
@@ -218,7 +218,7 @@ def bootstrap_ratio_ci(
         return (ratio, math.nan, math.nan)
     if np.all(a == a[0]) and np.all(b == b[0]):
         return (ratio, ratio, ratio)
-    lo, hi = _bootstrap((a, b), _ratio_of_means, confidence, n_resamples, seed)
+    lo, hi = bootstrap_ci((a, b), _ratio_of_means, confidence, n_resamples, seed)
     return (ratio, lo, hi)
 
 

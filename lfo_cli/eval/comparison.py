@@ -33,11 +33,11 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
-from lfo_cli.stats import CONFIDENCE, N_RESAMPLES, Estimate, _bootstrap
+from lfo_cli.stats import CONFIDENCE, N_RESAMPLES, Estimate, Record, bootstrap_ci
 
 METHODS = ("t-log", "percentile")
 
@@ -83,7 +83,7 @@ def _t_interval(d: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarra
 # Probability of improvement
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ProbabilityOfImprovement:
+class ProbabilityOfImprovement(Record):
     """P(X > Y) for a treatment run X and a baseline run Y; ``low``/``high`` nan when a group has < 2 runs."""
 
     value: float
@@ -91,9 +91,6 @@ class ProbabilityOfImprovement:
     high: float
     n_x: int
     n_y: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _poi(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -124,7 +121,7 @@ def probability_of_improvement(
     value = float(_poi(a, b))
     if a.size < 2 or b.size < 2:
         return ProbabilityOfImprovement(value, nan, nan, int(a.size), int(b.size))
-    lo, hi = _bootstrap((a, b), _poi, confidence, n_resamples, seed)
+    lo, hi = bootstrap_ci((a, b), _poi, confidence, n_resamples, seed)
     return ProbabilityOfImprovement(value, lo, hi, int(a.size), int(b.size))
 
 
@@ -161,7 +158,7 @@ def reachable_threshold(
 # Paired tasks-to-threshold ratio
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class PairedRatio:
+class PairedRatio(Record):
     """Geometric mean of per-seed ratios baseline / treatment (> 1: treatment needs fewer tasks).
 
     ``kind`` says how censoring bends it (censored values are lower bounds on tasks-to-threshold):
@@ -187,9 +184,6 @@ class PairedRatio:
     method: str
     n_dropped: int = 0
     note: str = ""
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _flags(flags: Sequence[bool] | None, n: int, name: str) -> np.ndarray:
@@ -306,7 +300,7 @@ def min_detectable_effect(paired_sd: float, n: int, alpha: float = 0.05, power: 
 # Coverage of the ratio CI (simulation)
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Coverage:
+class Coverage(Record):
     """Share of simulated studies whose interval covered the true ratio.
 
     ``mc_se``: Monte-Carlo standard error of ``coverage`` (sqrt(c(1-c)/n_sims)).
@@ -320,9 +314,6 @@ class Coverage:
     n_seeds: int
     n_sims: int
     median_fold_width: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _percentile_intervals(

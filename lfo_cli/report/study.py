@@ -27,9 +27,9 @@ from lfo_cli import stats
 from lfo_cli.eval import comparison
 from lfo_cli.report.format import est, finite, num
 from lfo_cli.report.load import Run
+from lfo_cli.report.run_stats import SMOOTH_WINDOW
 
 D2 = "val/success/d2"
-SMOOTH_WINDOW = 3
 THRESHOLD_FRACTION = 0.5  # the reachable threshold: baseline start + this x the baseline's mean gain
 ABSOLUTE = (0.5, 0.7, 0.9)
 SPECIFICITY = ("val/form_size", "val/exception_field_own", "val/exception_field_other")
