@@ -11,6 +11,7 @@ import typer
 from lfo_cli import __version__
 from lfo_cli.commands import (
     ablate,
+    export,
     gen_env,
     inspect_wm,
     models,
@@ -53,6 +54,7 @@ app.command("ablate", context_settings=_ctx(ablate))(ablate.ablate)
 app.command("inspect-wm", context_settings=_ctx(inspect_wm))(inspect_wm.inspect_wm)
 app.command("transfer-eval", context_settings=_ctx(transfer_eval))(transfer_eval.transfer_eval)
 app.command("report", context_settings=_ctx(report))(report.report)
+app.command("export", context_settings=_ctx(export))(export.export)
 app.add_typer(wmil.app, name="wmil")
 app.add_typer(models.app, name="models")
 

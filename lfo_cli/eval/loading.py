@@ -26,12 +26,23 @@ def run_recipe(run_dir: str | Path) -> dict[str, Any]:
 
 
 def base_model_of(run_dir: str | Path, which: str = "policy") -> str:
+    """The run's base model on this machine: the path its adapters were trained on when it still exists,
+    else the portable reference in summary.json resolved here (`lfo_cli.models.base_ref`)."""
+    from lfo_cli.models.base_ref import resolve_ref
+
     cfg_path = _adapter_dir(Path(run_dir), which) / "adapter_config.json"
     try:
         base = json.loads(cfg_path.read_text())["base_model_name_or_path"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise LfoError(f"{cfg_path}: corrupt adapter config ({exc})") from None
-    return base
+    summary = Path(run_dir) / "summary.json"
+    ref = None
+    if summary.is_file():
+        try:
+            ref = json.loads(summary.read_text()).get("base_model_ref")
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise LfoError(f"{summary}: corrupt summary ({exc})") from None
+    return resolve_ref(ref, base) if ref else base
 
 
 def load_run_model(run_dir: str | Path, which: str = "policy", dtype: str = "float32", base: str | None = None):

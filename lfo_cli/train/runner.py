@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from lfo_cli.io import atomic_write_json, atomic_write_jsonl, iter_jsonl
+from lfo_cli.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
 from lfo_cli.train.callbacks import RunLog, TasksSeen, Validation
 from lfo_cli.train.recipe_config import TrainConfig
 from lfo_cli.train.run_figures import write_run_figures
@@ -134,11 +134,16 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     if not trainer.is_world_process_zero():  # other ranks: the main process writes the run's outputs
         return {"status": "complete", "rank": trainer.args.process_index}
     save_adapters(trainer.model, out_dir)
+    tokenizer.save_pretrained(out_dir)  # the run dir loads without the base's files: AutoTokenizer(RUN)
+    from lfo_cli.models.base_ref import portable_ref
+
+    base_ref = portable_ref(base, cfg.model.warmstart)
     summary = {
         "status": "complete",
         "steps": trainer.state.global_step,
         "tasks_seen": tasks_seen(trainer.state.global_step),
         "base_model": base,
+        "base_model_ref": base_ref,  # resolved on the machine that loads the run (models/base_ref.py)
         "seconds": round(time.time() - started, 1),
         "resumed_from": checkpoint,
         **{k: v for k, v in callbacks[1].last.items()},
@@ -147,5 +152,16 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
         **trends(out_dir),
     }
     summary["figures"] = write_run_figures(out_dir)
-    atomic_write_json(out_dir / "summary.json", summary)
+    from lfo_cli.train.model_card import model_card, write_model_card
+
+    write_model_card(out_dir, model_card(out_dir.name, _recipe_name(out_dir), cfg.seed, cfg.wm.coupling, base_ref,
+                                         summary))
+    atomic_write_json(out_dir / "summary.json", summary)  # last: a run with summary.json is complete
     return summary
+
+
+def _recipe_name(run_dir: Path) -> str | None:
+    try:
+        return read_json(run_dir / "run.json").get("recipe")
+    except Exception:  # noqa: BLE001 - the card is written without it
+        return None
