@@ -28,11 +28,15 @@ def transfer_eval(
         "--against-base", help="Also play the same episodes with the run's base (its warm start, adapter off) and "
         "test policy - base per episode: did training move success?")] = False,
     seed: SeedOpt = 0,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="File to write (default RUN/evals/ named by the parameters); never overwritten.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Success by difficulty with Wilson 95% intervals, plus behaviour metrics; writes RUN/transfer_eval.json.
+    """Success (pass^1, and pass^k with --samples k) by difficulty with Wilson 95% intervals, plus behaviour
+    metrics; writes RUN/evals/transfer_eval-<parameters>.json (every parameter recorded in the file).
 
-    The same tasks, order and sampling seed are used for every run, so comparisons are paired.
+    The same tasks, order and sampling seed are used for every run, so comparisons are paired. An
+    evaluation never overwrites another: other parameters make another file, the same ones are refused.
 
     Examples:
 
@@ -44,6 +48,7 @@ def transfer_eval(
     """
     from rich.progress import Progress
 
+    from lfo_cli.eval.transfer import eval_file_name, eval_parameters
     from lfo_cli.eval.transfer import transfer_eval as evaluate
     from lfo_cli.io import atomic_write_json
 
@@ -52,13 +57,22 @@ def transfer_eval(
     if backend not in ("transformers", "vllm"):
         raise LfoError(f"--backend must be transformers or vllm, got '{backend}'")
     splits = ("transfer", "val") if split == "both" else (split,)
+    params = eval_parameters(splits, samples=samples, max_tasks=max_tasks, temperature=temperature, seed=seed,
+                             backend=backend, data_dir=data_dir, difficulties=tuple(difficulty) if difficulty else None,
+                             against_base=against_base)
+    target = out or Path(run_dir) / "evals" / eval_file_name(params)
+    if target.exists():  # checked before the (long) evaluation
+        raise LfoError(f"{target} exists (an evaluation with these parameters); --out FILE writes another")
     with Progress(transient=True, disable=json_out) as progress:
         task = progress.add_task("rolling out", total=None)
         result = evaluate(run_dir, splits, samples=samples, max_tasks=max_tasks, temperature=temperature,
                           seed=seed, backend=backend, data_dir=data_dir,
                           difficulties=tuple(difficulty) if difficulty else None, against_base=against_base,
                           progress=lambda done, total: progress.update(task, completed=done, total=total))
-    atomic_write_json(Path(run_dir) / "transfer_eval.json", result)
+    if target.exists():
+        raise LfoError(f"{target} appeared during the evaluation; not overwritten (--out FILE writes another)")
+    atomic_write_json(target, {**result, "file": str(target)})
+    result["file"] = str(target)
     if json_out:
         print_json(result)
         return
@@ -78,6 +92,11 @@ def _print(result: dict) -> None:
             table.add_row("", d, str(sub["n"]), f"{sub['success']:.3f}", f"[{sub['ci_low']:.3f}, {sub['ci_high']:.3f}]")
     console = Console()
     console.print(table)
+    k = result["samples"]
+    if k > 1:
+        console.print("pass^" + str(k) + " (all " + str(k) + " samples of a task succeed): " + ", ".join(
+            f"{sp} {row['pass_k']:.3f} over {row['tasks']} tasks" for sp, row in result["splits"].items()
+            if row.get("pass_k") is not None))
     behaviour = Table(title="behaviour")
     behaviour.add_column("metric")
     for split in result["splits"]:
@@ -99,3 +118,4 @@ def _print(result: dict) -> None:
             f"[{num(test['diff_low'], '+.3f')}, {num(test['diff_high'], '+.3f')}], "
             f"{test['wins']} won / {test['losses']} lost, Wilcoxon p={num(test['wilcoxon_p'], '.3g')}"
         )
+    console.print(f"written: {result['file']}")

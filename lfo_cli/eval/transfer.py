@@ -3,7 +3,7 @@
 Every checkpoint compared is evaluated on the same tasks, in the same order, with the same sampling
 seed, so differences between checkpoints are paired. Success rates carry Wilson 95% intervals.
 
-Output schema (``RUN/transfer_eval.json``, also ``lfo transfer-eval --json``)::
+Output schema (``RUN/evals/transfer_eval-<parameters>.json``, see ``eval_file_name``; also ``--json``)::
 
     {"run_dir": str, "backend": "transformers" | "vllm", "samples": int, "seed": int, "temperature": float,
      "difficulties": [int] | null,  # the difficulties evaluated (null: all)

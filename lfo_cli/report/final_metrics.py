@@ -51,10 +51,13 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
         splits = sorted({k for s in by_cond[c] for k in s.run.transfer})
         for sp in splits:
             vals = [s.run.transfer[sp]["success"] for s in by_cond[c] if sp in s.run.transfer]
+            eps = [s.run.transfer[sp].get("n") for s in by_cond[c] if sp in s.run.transfer]
             e = stats.bootstrap_mean_ci(vals)
-            rows.append({"condition": c, "split": sp, "mean": e.value, "ci_low": e.low, "ci_high": e.high, "n": e.n})
+            rows.append({"condition": c, "split": sp, "mean": e.value, "ci_low": e.low, "ci_high": e.high, "n": e.n,
+                         "episodes": sum(x for x in eps if isinstance(x, int)) if all(isinstance(x, int) for x in eps)
+                         else None})
     if not rows:
-        msg = "No transfer_eval.json in any training run: transfer was not measured (run `lfo transfer-eval RUN_DIR`)."
+        msg = "No transfer evaluation (RUN/evals/transfer_eval-*.json) in any training run: transfer was not measured (run `lfo transfer-eval RUN_DIR`)."
         rep.md.append(msg)
         rep.notes.append(msg)
         rep.summary["transfer"] = None
@@ -77,11 +80,20 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     rep.writer.figure("transfer.png", fig)
-    wide = df.assign(cell=[est({"value": r["mean"], "low": r.ci_low, "high": r.ci_high, "n": r.n}) for _, r in df.iterrows()])
+    def cell(r) -> str:
+        eps = "" if r.episodes is None or r.episodes != r.episodes else f", {int(r.episodes)} episodes"
+        return est({"value": r["mean"], "low": r.ci_low, "high": r.ci_high, "n": r.n}) + eps
+
+    wide = df.assign(cell=[cell(r) for _, r in df.iterrows()])
     wide = wide.pivot(index="condition", columns="split", values="cell").reindex(conds).fillna("not measured").reset_index()
-    rep.md.append(f"![transfer](transfer.png)\n\n{md_table(wide)}\n\nMean success over seeds [95% bootstrap CI]; "
-                  "data `transfer.csv`.")
     held = "transfer" if "transfer" in splits else None
+    if held is None:  # a check on the training companies' tasks is not transfer: never shown as if it were
+        msg = (f"Transfer to held-out companies was not measured: the evaluations found cover only "
+               f"{', '.join(splits)} (companies the policy trained on). The table shows them; it is not transfer.")
+        rep.md.append(msg)
+        rep.notes.append(msg)
+    rep.md.append(f"![transfer](transfer.png)\n\n{md_table(wide)}\n\nMean success over seeds [95% bootstrap CI] "
+                  "(n = seeds; episodes summed over them); data `transfer.csv`.")
     tests = []
     if held:
         for b, d in pairs:

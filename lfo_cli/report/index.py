@@ -55,7 +55,7 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
     tr = s.get("transfer")
     if train:
         if not tr:
-            head.append("- Transfer: not measured (no transfer_eval.json in any training run).")
+            head.append("- Transfer: not measured (no transfer evaluation in any training run).")
         else:
             parts = []
             for row in tr["by_condition"]:

@@ -112,9 +112,11 @@ def _dedupe(rows: list[dict]) -> list[dict]:
 
 
 def _transfer_files(path: Path) -> dict[str, dict]:
-    """``transfer_eval*.json``: ``{"splits": {name: {"success", "n"}}}`` or ``{"split", "success"|"overall"}``."""
+    """``transfer_eval*.json`` in the run dir or its ``evals/`` (`lfo transfer-eval` names each file by its
+    parameters): ``{"splits": {name: {"success", "n"}}}`` or ``{"split", "success"|"overall"}``. Per split, the
+    evaluation with the most episodes is used (ties: the last file by name)."""
     out: dict[str, dict] = {}
-    for f in sorted(path.glob("transfer_eval*.json")):
+    for f in sorted([*path.glob("transfer_eval*.json"), *path.glob("evals/transfer_eval*.json")], key=lambda p: p.name):
         data = read_json(f)
         entries = []
         if isinstance(data, dict) and isinstance(data.get("splits"), dict):
@@ -126,7 +128,9 @@ def _transfer_files(path: Path) -> dict[str, dict]:
                 continue
             src = body.get("overall") if isinstance(body.get("overall"), dict) else body
             if isinstance(src.get("success"), (int, float)):
-                out[str(split)] = {"success": float(src["success"]), "n": src.get("n")}
+                n = src.get("n") if isinstance(src.get("n"), int) else None
+                if (n or 0) >= (out.get(str(split), {}).get("n") or 0):
+                    out[str(split)] = {"success": float(src["success"]), "n": n, "file": f.name}
     return out
 
 
@@ -210,7 +214,22 @@ def assign_conditions(runs: list[Run]) -> dict[str, list[str]]:
             else:
                 r.condition = label or kind
             r._cond_cfg = c  # type: ignore[attr-defined]
+    _refuse_copies(runs)
     return varying
+
+
+def _refuse_copies(runs: list[Run]) -> None:
+    """Two runs of one condition with the same seed saw the same tasks in the same order: copies (or a re-run)
+    of one run, not two seeds. Counting them as two would shrink every interval; the report refuses."""
+    seen: dict[tuple, Run] = {}
+    for r in runs:
+        if r.seed is None:
+            continue
+        key = (r.kind, r.condition, json.dumps(r.seed, default=str))
+        if key in seen:
+            raise LfoError(f"{seen[key].path} and {r.path} are one run twice (condition '{r.condition}', seed {r.seed}): "
+                           "copies of one run are not separate seeds; pass one of them")
+        seen[key] = r
 
 
 def condition_order(runs: list[Run], kind: str, varying: list[str]) -> list[str]:

@@ -214,3 +214,40 @@ def test_number_format_drops_float_residue():
     assert num(0.00633) == "0.00633"
     assert num(-0.004) == "-0.004"
     assert num(float("nan")) == "n/a"
+
+
+def test_copies_of_one_run_are_refused_as_seeds(tmp_path, make_run):
+    runs = tmp_path / "runs"
+    make_run(runs, "a", seed=0, coef=0.5, jump_at=300)
+    make_run(runs, "b", seed=1, coef=0.5, jump_at=300)
+    make_run(runs / "copy", "a", seed=0, coef=0.5, jump_at=300)  # the same run again, elsewhere
+    result = _report([str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "one run twice" in line and "seed 0" in line and "not separate seeds" in line
+    assert _report([str(runs / "a"), str(runs / "b"), "--out", str(tmp_path / "out")]).exit_code == 0
+
+
+def test_a_val_only_check_is_never_shown_as_transfer(tmp_path, make_run):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        make_run(runs, f"base{seed}", seed=seed, coef=0.0, jump_at=None, transfer={"val": 0.3})
+        make_run(runs, f"dual{seed}", seed=seed, coef=0.5, jump_at=300, transfer={"val": 0.4})
+    result = _report([str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    index = (tmp_path / "out" / "index.md").read_text()
+    assert "Transfer to held-out companies was not measured" in index and "it is not transfer" in index
+    assert "Held-out success, dual - baseline" not in index
+
+
+def test_transfer_reads_evals_and_keeps_the_largest_evaluation_per_split(tmp_path, make_run):
+    from lfo_cli.report.load import read_run
+
+    run = make_run(tmp_path, "r", seed=0, coef=0.5, jump_at=300)
+    (run / "evals").mkdir()
+    for name, n, success in (("transfer_eval-transfer-k1-T1-seed0.json", 100, 0.2),
+                             ("transfer_eval-transfer-k4-T1-seed0.json", 400, 0.25),
+                             ("transfer_eval-transfer-k1-T1-seed0-n10.json", 10, 0.9)):
+        (run / "evals" / name).write_text(json.dumps({"splits": {"transfer": {"success": success, "n": n}}}))
+    got = read_run(run).transfer["transfer"]
+    assert got == {"success": 0.25, "n": 400, "file": "transfer_eval-transfer-k4-T1-seed0.json"}

@@ -122,10 +122,16 @@ def test_cli_prints_the_paired_line_and_valid_json(run):
     args = ["transfer-eval", str(run_dir), "--split", "val", "--difficulty", "1", "--samples", "3", "--against-base"]
     shown = CliRunner().invoke(app, args)
     assert shown.exit_code == 0, shown.output
-    assert "paired episodes" in shown.output and "won" in shown.output
-    out = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert "paired episodes" in shown.output and "won" in shown.output and "pass^3" in shown.output
+    again = CliRunner().invoke(app, args)  # the same parameters: refused, the file kept
+    assert again.exit_code == 2 and "exists (an evaluation with these parameters)" in again.stderr
+    out = json.loads(CliRunner().invoke(app, [*args, "--json", "--out", str(run_dir / "evals" / "copy.json")]).stdout)
+    other = CliRunner().invoke(app, ["transfer-eval", str(run_dir), "--split", "val", "--samples", "2"])
+    assert other.exit_code == 0 and (run_dir / "evals" / "transfer_eval-val-k2-T1-seed0.json").is_file()
     assert out["difficulties"] == [1] and out["vs_base"]["val"]["n"] == len(out["splits"]["val"]["outcomes"])
-    assert json.loads((run_dir / "transfer_eval.json").read_text()) == out
+    written = run_dir / "evals" / "transfer_eval-val-k3-T1-seed0-d1-vsbase.json"
+    assert json.loads(written.read_text())["parameters"] == out["parameters"]
+    assert out["file"] == str(run_dir / "evals" / "copy.json") and json.loads((run_dir / "evals" / "copy.json").read_text()) == out
     bad = CliRunner().invoke(app, ["transfer-eval", str(run_dir), "--difficulty", "7"])
     assert bad.exit_code == 2
     bad = CliRunner().invoke(app, ["transfer-eval", str(run_dir), "--split", "trian"])
