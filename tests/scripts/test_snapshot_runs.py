@@ -1,0 +1,36 @@
+"""scripts/snapshot_runs.py: a grid's finished runs' small files into the repo, once, without weights."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_finished_runs_are_copied_once_small_files_only(tmp_path):
+    src, dst = tmp_path / "grid", tmp_path / "repo" / "runs"
+    for name, complete in (("a__s0", True), ("b__s0", False)):
+        run = src / name
+        (run / "validation").mkdir(parents=True)
+        (run / "checkpoint-10").mkdir()
+        (run / "recipe.yaml").write_text("kind: grpo\n")
+        (run / "metrics.jsonl").write_text('{"step": 1}\n')
+        (run / "adapter_model.safetensors").write_bytes(b"weights")
+        (run / "validation" / "step_0.json").write_text(json.dumps({"outcomes": [["t1", 1]]}, indent=2))
+        if complete:
+            (run / "summary.json").write_text(json.dumps({"status": "complete"}))
+    (src / "runs.csv").write_text("cell_id,status\n")
+    cmd = [sys.executable, str(ROOT / "scripts" / "snapshot_runs.py"), str(src), str(dst)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert "copied 1 finished runs" in done.stdout and "skipped 1 unfinished: b__s0" in done.stdout
+    copied = sorted(p.relative_to(dst / "a__s0").as_posix() for p in (dst / "a__s0").rglob("*") if p.is_file())
+    assert copied == ["metrics.jsonl", "recipe.yaml", "summary.json", "validation/step_0.json.gz"]
+    assert json.loads(gzip.decompress((dst / "a__s0/validation/step_0.json.gz").read_bytes())) == {"outcomes": [["t1", 1]]}
+    assert not (dst / "b__s0").exists() and (dst / "runs.csv").is_file()
+    (src / "a__s0" / "metrics.jsonl").write_text("changed\n")
+    again = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert "kept 1 already there" in again.stdout and (dst / "a__s0/metrics.jsonl").read_text() == '{"step": 1}\n'
