@@ -68,7 +68,8 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Show the version."),
-    verbose: bool = typer.Option(False, "--verbose", help="Show third-party progress bars (weight loading, downloads)."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show third-party progress bars (weight loading, downloads) "
+                                 "and the known third-party warnings lfo hides."),
 ) -> None:
     """lfo (learn from observation)."""
     import os
@@ -81,6 +82,22 @@ def _root(
 
         if "transformers" in sys.modules:  # already imported (e.g. in-process callers): switch it off there
             sys.modules["transformers"].utils.logging.disable_progress_bar()
+        _quiet_known_warnings()
+
+
+# Third-party warnings lfo's own use triggers and a user cannot act on (shown with --verbose).
+KNOWN_WARNINGS = (
+    (FutureWarning, r"`is_gradient_checkpointing` is deprecated"),  # transformers, called by TRL/PEFT internals
+)
+
+
+def _quiet_known_warnings() -> None:
+    import os
+    import warnings
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL's notice that environment_factory is experimental
+    for category, message in KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
 
 
 def main() -> None:

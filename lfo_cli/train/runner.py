@@ -21,29 +21,11 @@ from pathlib import Path
 
 from lfo_cli.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
 from lfo_cli.train.callbacks import RunLog, TasksSeen, Validation
+from lfo_cli.train.checkpoints import check_checkpoint, last_complete_checkpoint
 from lfo_cli.train.recipe_config import TrainConfig
 from lfo_cli.train.run_figures import write_run_figures
 from lfo_cli.train.run_metrics import trends, vs_start
 from lfo_cli.train.task_pools import heldout_pool, training_tasks, validation_pool
-
-
-def last_complete_checkpoint(run_dir: Path, discard_incomplete: bool = False) -> str | None:
-    """The newest ``checkpoint-N`` that was written to the end, or None.
-
-    The Trainer writes a checkpoint in place and its ``trainer_state.json`` last (after the adapters,
-    optimizer, scheduler and RNG states), so a checkpoint without it was cut off by a kill and is never
-    loaded. ``discard_incomplete``: remove such newer ones, so the resumed run writes them afresh.
-    """
-    import re
-
-    found = sorted(((int(m.group(1)), p) for p in Path(run_dir).glob("checkpoint-*")
-                    if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
-    for _, path in found:
-        if (path / "trainer_state.json").is_file():
-            return str(path)
-        if discard_incomplete:
-            shutil.rmtree(path)
-    return None
 
 
 def _truncate_metrics_after(run_dir: Path, step: int) -> None:
@@ -144,6 +126,8 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
         callback.tasks_seen = tasks_seen
     callbacks[1].handler = trainer.callback_handler
     checkpoint = last_complete_checkpoint(out_dir, discard_incomplete=trainer.is_world_process_zero()) if resume else None
+    if checkpoint:
+        check_checkpoint(checkpoint)  # one line naming a damaged file, not a traceback from the Trainer
     if resume and trainer.is_world_process_zero():
         # Continue from checkpoint-N: drop rows logged after N. No checkpoint yet: the run starts over.
         _truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]) if checkpoint else -1)

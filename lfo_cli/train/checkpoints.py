@@ -1,0 +1,64 @@
+"""Which checkpoint a resume loads, and a check that every file in it reads before the Trainer touches it.
+
+The Trainer writes a checkpoint in place and its ``trainer_state.json`` last (after the adapters, the
+optimizer, the scheduler and the RNG states), so a checkpoint without it was cut off by a kill: it is
+never loaded, and is removed so the resumed run writes it afresh. A checkpoint that has it but a damaged
+file (a disk error, a bad copy) stops the resume with one line naming the file, instead of a traceback
+from deep inside torch or safetensors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from lfo_cli.errors import LfoError
+
+
+def last_complete_checkpoint(run_dir: Path, discard_incomplete: bool = False) -> str | None:
+    """The newest ``checkpoint-N`` written to the end, or None; ``discard_incomplete`` removes newer cut-off ones."""
+    found = sorted(((int(m.group(1)), p) for p in Path(run_dir).glob("checkpoint-*")
+                    if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
+    for _, path in found:
+        if (path / "trainer_state.json").is_file():
+            return str(path)
+        if discard_incomplete:
+            shutil.rmtree(path)
+    return None
+
+
+def check_checkpoint(path: str | Path) -> None:
+    """Read every file the Trainer will load from ``path``; LfoError naming the first that does not read."""
+    import torch
+    from safetensors import safe_open
+
+    path = Path(path)
+    hint = f"delete {path} to resume from the checkpoint before it"
+    for f in sorted(path.rglob("*")):
+        if not f.is_file():
+            continue
+        try:
+            if f.suffix == ".json":
+                json.loads(f.read_text(encoding="utf-8"))
+            elif f.suffix == ".safetensors":
+                with safe_open(str(f), framework="pt") as st:
+                    for key in st.keys():
+                        st.get_slice(key)  # the header's offsets must lie inside the file
+                    if f.stat().st_size < _safetensors_end(f):
+                        raise ValueError("shorter than its header says")
+            elif f.suffix in (".pt", ".pth", ".bin"):
+                torch.load(f, map_location="cpu", weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - json, torch and safetensors raise many kinds for a damaged file
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            raise LfoError(f"{f}: corrupt or truncated checkpoint file ({first}); {hint}") from None
+
+
+def _safetensors_end(f: Path) -> int:
+    """Where the last tensor of a safetensors file ends, from its header."""
+    with f.open("rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(n))
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+    return 8 + n + max(ends, default=0)
