@@ -20,6 +20,8 @@ TRL upgrade can rename or change; ``tests/train`` exercises each of them against
   for the ``shared`` coupling, which reads the reply tokens' loss from that same forward.
 * ``create_optimizer`` — one AdamW over both adapters, with the world model's own learning rate as a
   second parameter group when ``wm.learning_rate`` is set.
+* ``_clip_grad_norm`` (private, transformers' Trainer) — each adapter's gradient norm before the global
+  clip, and the clip coefficient, for ``grad_norm/policy``, ``grad_norm/wm`` and ``grad_norm/clip_coef``.
 * ``_load_from_checkpoint`` (private, transformers' Trainer) — transformers reloads non-active adapters
   as frozen; both are made trainable again before the optimizer is rebuilt.
 
@@ -310,6 +312,15 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         activate(self.model, POLICY)  # only the policy adapter is ever active outside compute_loss
         return loss
 
+    def _clip_grad_norm(self, model):
+        """Each adapter's gradient norm before transformers' global clip (logged as ``grad_norm/policy`` and
+        ``grad_norm/wm``), then the clip itself, and its coefficient (``grad_norm/clip_coef``, 1 = not clipped)."""
+        self._preclip = (grad_norm(adapter_params(self.model, POLICY)), grad_norm(adapter_params(self.model, WORLD_MODEL)))
+        total = super()._clip_grad_norm(model)
+        t = float(total.item() if hasattr(total, "item") else total)
+        self._clip_coef = min(1.0, self.args.max_grad_norm / (t + 1e-6)) if math.isfinite(t) else 0.0
+        return total
+
     def log_wm_step(self) -> None:
         """Log the optimizer step's world-model metrics (summed over its micro-batches) and start the next
         step's; a step without world-model work logs nothing. Called at every optimizer step
@@ -385,8 +396,9 @@ class _AdapterGradNorms(TrainerCallback):
     """Per-adapter gradient norms at every optimizer step, and the seed's imbalance warnings; also where
     the step's world-model metrics are logged (``log_wm_step``: all micro-batches have run).
 
-    Measured in ``on_pre_optimizer_step``, i.e. after global clipping; clipping scales both adapters by
-    the same factor, so their ratio (what the seed's warning rule is about) is unaffected.
+    The norms are taken before the global clip (``_clip_grad_norm``), and the clip's coefficient is logged
+    beside them (``grad_norm/clip_coef``: the factor both adapters' gradients were scaled by, 1 when the
+    total norm was under ``max_grad_norm``); the ratio of the two norms is what the imbalance rule reads.
 
     Not under DeepSpeed: ZeRO keeps the gradients in its own partitioned buffers and accelerate's
     backward already steps the engine, so ``.grad`` is empty here and the norms would read a false 0
@@ -404,11 +416,17 @@ class _AdapterGradNorms(TrainerCallback):
         if self.trainer.is_deepspeed_enabled:
             return
         model = self.trainer.model
-        policy = grad_norm(adapter_params(model, POLICY))
-        wm = grad_norm(adapter_params(model, WORLD_MODEL))
+        preclip = getattr(self.trainer, "_preclip", None)  # set by _clip_grad_norm (max_grad_norm > 0)
+        if preclip is not None:
+            policy, wm = preclip
+            coef = self.trainer._clip_coef
+            self.trainer._preclip = None
+        else:  # no clipping configured: the gradients are as the backward left them
+            policy, wm, coef = grad_norm(adapter_params(model, POLICY)), grad_norm(adapter_params(model, WORLD_MODEL)), 1.0
         metrics = self.trainer._metrics["train"]
         metrics["grad_norm/policy"].append(policy)
         metrics["grad_norm/wm"].append(wm)
+        metrics["grad_norm/clip_coef"].append(coef)
         if self.trainer._wm_enabled and policy > 0 and wm > 0:
             ratio = policy / wm
             metrics["grad_norm/policy_over_wm"].append(ratio)

@@ -504,3 +504,4 @@ def test_bad_difficulty_weights_are_rejected(weights):
 
     with pytest.raises(LfoError, match="difficulty_weights"):
         DataSection(fresh_tasks=10, max_difficulty=2, difficulty_weights=weights)
+

@@ -143,6 +143,28 @@ def test_per_adapter_grad_norms_only_where_the_gradients_are_readable(tokenizer,
         assert metrics["grad_norm/policy"][-1] > 0 and metrics["grad_norm/wm"][-1] > 0
 
 
+
+@pytest.mark.parametrize("max_norm", [1e-4, 1e6])
+def test_adapter_grad_norms_are_taken_before_the_clip_with_its_coefficient(tokenizer, tmp_path, max_norm):
+    """The logged per-adapter norms make up the pre-clip total that transformers' clip returns; the logged
+    coefficient is the factor the clip scaled the gradients by (1 when under max_grad_norm)."""
+    from lfo_cli.train.adapters import adapter_params, grad_norm
+    from lfo_cli.train.trainer import _AdapterGradNorms
+
+    trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, max_grad_norm=max_norm)
+    trainer.model.train()
+    trainer.compute_loss(trainer.model, make_inputs(tokenizer)).backward()
+    total = float(trainer._clip_grad_norm(trainer.model))  # what transformers' loop calls before the callback
+    after = (grad_norm(adapter_params(trainer.model, POLICY)), grad_norm(adapter_params(trainer.model, WORLD_MODEL)))
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _AdapterGradNorms)]
+    callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)
+    m = trainer._metrics["train"]
+    policy, wm, coef = m["grad_norm/policy"][-1], m["grad_norm/wm"][-1], m["grad_norm/clip_coef"][-1]
+    assert policy > 0 and wm > 0 and (policy ** 2 + wm ** 2) ** 0.5 == pytest.approx(total, rel=1e-5)
+    assert coef == pytest.approx(min(1.0, max_norm / (total + 1e-6)), rel=1e-6)
+    assert (max_norm < total) == (coef < 1)
+    assert after[0] == pytest.approx(policy * coef, rel=1e-4) and after[1] == pytest.approx(wm * coef, rel=1e-4)
+
 def test_alternating_changes_one_adapter_per_step(tokenizer, tmp_path):
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_schedule="alternating")
     for step in range(4):
