@@ -48,7 +48,7 @@ class Cell:
     """One run of the study: a cell of the grid at one seed."""
 
     cell_id: str  # unique, used as the run dir name
-    condition: str  # the cell without the seed (shared by its seeds)
+    condition: str  # the cell without its seed (shared by its seeds)
     values: dict[str, Any]  # the cell's own key -> value (axes and explicit cell keys)
     seed: int
     overrides: list[str]  # every --set for `lfo train`, in order (grid set, cell, CLI set)
