@@ -4,7 +4,7 @@ Times one training-mode dropout of a (rows x hidden) activation, the input of a 
 and the 192 x 192 base projection beside it for scale; prints the ratio nn.Dropout / SparseDropout.
 Also checks that both drop the same fraction (p) over the timed calls.
 
-    python benchmarks/lora_dropout.py                   # micro's hidden 192, p 0.05 (the seed's)
+    python benchmarks/lora_dropout.py                   # micro's hidden 192, p 0.05 (the design's)
     python benchmarks/lora_dropout.py --hidden 576 --p 0.1 --json
 """
 

@@ -7,7 +7,7 @@ project's trainer (``DualLoRAGRPOTrainer``, TRL's multi-turn tool loop against t
   examples from the transition log);
 * policy loss: ``compute_loss`` + ``backward`` with lambda = 0 (plain DAPO, bit-for-bit TRL's loss);
 * world-model loss: the extra time of ``compute_loss`` + ``backward`` with lambda = 0.5
-  (``separate`` coupling, the seed's) over the lambda = 0 one;
+  (``separate`` coupling, the design's) over the lambda = 0 one;
 * optimizer: one AdamW step over both adapters.
 
     python benchmarks/step_time.py                                 # micro and smollm2, 4x4 and 8x8

@@ -1,10 +1,10 @@
-"""WMIL throughput: the vectorised trainer vs the seed's per-step loop, measured in the same run.
+"""WMIL throughput: the vectorised trainer vs the design's per-step loop, measured in the same run.
 
 Both train the same BabyModel with REINFORCE on PatternEcho (8 actions, hidden 64, 2 layers):
 
 - vectorised: ``Trainer.train_step`` -- ``--num-envs`` episodes as one (B, T) tensor batch, one update;
 - per-step:   ``PerStepTrainer.train_step`` -- one env, python objects, one model call per env step
-              (the seed's design), one update per 64 env steps.
+              (the design's loop), one update per 64 env steps.
 
 Env-steps/s counts actions taken in environments, updates included. Then the wall time to reach
 50% PatternEcho training success from scratch (the default MVP configuration, 64 envs per step).
@@ -106,7 +106,7 @@ def main(argv=None) -> dict:
             table.add_column(col, justify="right")
         table.add_row("vectorised", str(args.num_envs), str(vectorised["updates"]), str(vectorised["env_steps"]),
                       f"{vectorised['env_steps_per_s']:,.0f}")
-        table.add_row("per-step (seed)", "1", str(per_step["updates"]), str(per_step["env_steps"]),
+        table.add_row("per-step (design)", "1", str(per_step["updates"]), str(per_step["env_steps"]),
                       f"{per_step['env_steps_per_s']:,.0f}")
         Console(width=max(Console().width, 120)).print(table)
         print(f"ratio vectorised / per-step: {result['ratio']:.1f}x")

@@ -356,7 +356,7 @@ def pearson_with_ci(x: Sequence[float], y: Sequence[float], confidence: float = 
 def learning_rate_windows(
     val: Sequence[tuple[float, float, float]], wm: Sequence[tuple[float, float]], window: int
 ) -> list[tuple[float, float, float]]:
-    """The seed's correlation analysis, one run: (step N, WM accuracy at N, policy learning rate after N).
+    """The design's correlation analysis, one run: (step N, WM accuracy at N, policy learning rate after N).
 
     ``val``: (step, tasks_seen, success) per validation evaluation. ``wm``: (step, wm token accuracy)
     per training log row. For each evaluation at step N that has a later evaluation at step

@@ -49,7 +49,7 @@ SITE = WORK / "site"
 CARRY_LIMIT = 64 * 2**20
 MARGIN = 2 * 2**20
 
-# What the GPU image lacked when one was lent (docs/training.md#what-ran-on-a-gpu), pinned to this checkout's
+# What the GPU image lacked when one was lent (docs/gpu.md#what-ran-on-a-gpu), pinned to this checkout's
 # versions. The image brings torch, accelerate, numpy, pandas, scipy, matplotlib, safetensors, tokenizers.
 WHEEL_PINS = {
     "trl": "1.16.0", "transformers": "5.23.0", "peft": "0.21.2", "datasets": "5.2.0", "dill": "0.4.1",

@@ -1,8 +1,8 @@
 """The `[gpu]` extra has to stay installable with lfo's own pins and inside TRL's supported vLLM range.
 
-Until stop 26 it named vllm 0.33, which pins torch 2.14 and transformers < 5.21 (lfo pins 2.13 / 5.23)
-and is outside the range TRL 1.16 supports, so `pip install lfo[gpu]` could not be resolved at all.
-Resolving the extra needs the package index (`pip install --dry-run '.[gpu]'`, see README "GPU"); these
+A vllm release outside that range (e.g. 0.33, which pins torch 2.14 and transformers < 5.21 while lfo
+pins 2.13 / 5.23) makes `pip install lfo[gpu]` unresolvable; these tests catch it.
+Resolving the extra needs the package index (`pip install --dry-run '.[gpu]'`, see docs/gpu.md); these
 checks read only pyproject.toml and the installed TRL's metadata.
 """
 

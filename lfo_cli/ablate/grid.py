@@ -2,7 +2,7 @@
 
 A grid file (``recipes/grids/NAME.yaml``)::
 
-    description: lambda ablation (seed ablation 1), CPU-sized
+    description: lambda ablation (the design's ablation 1), CPU-sized
     base: dual_lora_micro            # the recipe every cell starts from
     seeds: [0, 1, 2]                 # every cell runs once per seed
     set:                             # fixed overrides for every cell (mapping or list of "k=v")
@@ -48,7 +48,7 @@ class Cell:
     """One run of the study: a cell of the grid at one seed."""
 
     cell_id: str  # unique, used as the run dir name
-    condition: str  # the cell without the seed (shared by its seeds)
+    condition: str  # the cell without its seed (shared by its seeds)
     values: dict[str, Any]  # the cell's own key -> value (axes and explicit cell keys)
     seed: int
     overrides: list[str]  # every --set for `lfo train`, in order (grid set, cell, CLI set)
@@ -79,8 +79,18 @@ def grid_path(name: str | Path) -> Path:
     candidate = GRID_DIR / f"{name}.yaml"
     if "/" not in str(name) and not str(name).endswith((".yaml", ".yml")) and candidate.is_file():
         return candidate
-    known = sorted(q.stem for q in GRID_DIR.glob("*.yaml"))
+    known = available_grids()
     raise LfoError(f"grid '{name}' not found (a YAML path or one of: {', '.join(known) or 'none'})")
+
+
+def available_grids(grid_dir: Path = GRID_DIR) -> list[str]:
+    return sorted(p.stem for p in grid_dir.glob("*.yaml"))
+
+
+def grid_descriptions(grid_dir: Path = GRID_DIR) -> dict[str, str]:
+    """Grid name -> its file's one-line ``description`` ("" where it has none)."""
+    return {name: str(read_yaml_mapping(grid_dir / f"{name}.yaml").get("description") or "")
+            for name in available_grids(grid_dir)}
 
 
 def format_value(value: Any) -> str:

@@ -8,13 +8,16 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.errors import LfoError
 
 CONTEXT: dict = {}
 
 
 @handle_errors
 def ablate(
-    grid: Annotated[str, typer.Option("--grid", help="Grid name in recipes/grids/ or a path to a grid YAML file.")],
+    grid: Annotated[
+        str | None, typer.Option("--grid", help="Grid name in recipes/grids/ or a path to a grid YAML file.")
+    ] = None,
     runs_dir: Annotated[
         Path | None, typer.Option("--runs-dir", help="Where the cells' run dirs go (default runs/grids/NAME).")
     ] = None,
@@ -24,6 +27,7 @@ def ablate(
         typer.Option("--set", help="Extra override for every cell, applied last, e.g. --set model.name=smollm2-135m."),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, list the cells and their commands; run nothing.")] = False,
+    list_grids: Annotated[bool, typer.Option("--list", help="List the grids in recipes/grids/ with their descriptions and exit.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run an ablation grid: each (cell, seed) is one `lfo train` subprocess.
@@ -34,14 +38,27 @@ def ablate(
 
     Examples:
 
+      lfo ablate --list
+
       lfo ablate --grid cpu_headline --dry-run
 
       lfo ablate --grid lambda_cpu --parallel 2
 
       lfo ablate --grid cpu_headline --set model.name=smollm2-135m --set model.warmstart=warmstart_smollm2 --runs-dir runs/grids/cpu_headline_smollm2
     """
-    from lfo_cli.ablate.grid import expand, load_grid
+    from lfo_cli.ablate.grid import expand, grid_descriptions, load_grid
     from lfo_cli.ablate.runner import Lock, check_existing, install_sigterm_as_interrupt, run_grid
+
+    if list_grids:
+        described = grid_descriptions()
+        if json_out:
+            print_json([{"name": n, "description": d} for n, d in described.items()])
+        else:
+            width = max(map(len, described), default=0)
+            typer.echo("\n".join(f"{n:<{width}}  {d}" for n, d in described.items()))
+        return
+    if grid is None:
+        raise LfoError("--grid NAME is required (see `lfo ablate --list`)")
 
     g = load_grid(grid, extra_set=list(set_ or []))
     runs = runs_dir or Path("runs") / "grids" / g.name

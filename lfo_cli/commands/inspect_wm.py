@@ -23,7 +23,7 @@ def inspect_wm(
     ] = None,
     split: Annotated[str, typer.Option("--split", help="Task split for fresh episodes: val or transfer.")] = "val",
     episodes: Annotated[int, typer.Option("--episodes", min=1, help="Fresh episodes to record phone calls from.")] = 40,
-    probe: Annotated[bool, typer.Option("--probe", help="Also run the seed's synthetic probes (val + transfer).")] = False,
+    probe: Annotated[bool, typer.Option("--probe", help="Also run the design's synthetic probes (val + transfer).")] = False,
     show: Annotated[int, typer.Option("--show", min=0, help="Side-by-side examples to print.")] = 5,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Generated reply length cap.")] = 96,
     probe_companies: Annotated[int, typer.Option("--probe-companies", min=1, help="Companies per split to probe.")] = 50,

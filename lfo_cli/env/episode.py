@@ -52,7 +52,7 @@ def _norm_value(v: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StateSummary:
-    """What the world model conditions on: the seed-000 ``<|state|>`` block, before the action."""
+    """What the world model conditions on: the design's ``<|state|>`` block, before the action."""
 
     task: str
     step: int  # 1-based index of the action about to be taken

@@ -1,4 +1,4 @@
-"""World-model text format, exactly the seed-000 template (markers are plain text, no new tokens).
+"""World-model text format, exactly the design's template (markers are plain text, no new tokens).
 
 Input (everything up to and including ``<|predict_csr|>`` and its newline)::
 
@@ -18,7 +18,7 @@ Input (everything up to and including ``<|predict_csr|>`` and its newline)::
     <|predict_csr|>
 
 Target: ``<|csr|>{observation}<|/csr|>``. :func:`world_model_example` returns input + target and the
-character span of the target **including both csr markers** (the seed's loss mask is 1 on
+character span of the target **including both csr markers** (the design's loss mask is 1 on
 ``<|csr|>``, the reply and ``<|/csr|>``), so a trainer masks everything before ``span[0]``.
 With no earlier action the list reads ``- (none)``. The same format serves every tool (the
 trainer's ``wm.predict`` chooses which transitions become examples).

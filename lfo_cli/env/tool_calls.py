@@ -70,7 +70,7 @@ def json_safe(obj: Any, depth: int = 0) -> Any:
 
 
 def render_action(tool: str, args: Any) -> str:
-    """``search_company("Acme Bank")`` style, as in the seed's Previous Actions list."""
+    """``search_company("Acme Bank")`` style, as in the design's Previous Actions list."""
     if isinstance(args, dict) and tool in TOOL_PARAMS and set(args) == set(TOOL_PARAMS[tool]):
         inner = ", ".join(json.dumps(args[p], ensure_ascii=False) for p in TOOL_PARAMS[tool])
     else:

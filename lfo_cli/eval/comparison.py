@@ -345,7 +345,7 @@ def ratio_ci_coverage(
     """Coverage of the tasks-to-threshold ratio CI at ``n_seeds`` paired seeds, by simulation.
 
     Each of ``n_sims`` simulated studies draws seed i's baseline tasks-to-threshold as
-    ``baseline_median * exp(baseline_log_sd * z_i)`` and the same seed's treatment value as
+    ``baseline_median * exp(baseline_log_sd * z_i)`` and the treatment value of the same seed as
     ``baseline_i / true_ratio * exp(log_sd * e_i)`` (z, e standard normal, no censoring), so
     seeds that are hard for the baseline are hard for the treatment too and the true paired ratio
     (geometric-mean sense) is ``true_ratio``. The interval is then computed with ``method``:

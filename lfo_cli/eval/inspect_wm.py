@@ -8,7 +8,7 @@ Metrics (overall and per reply category):
 * semantic accuracy — the generated reply, parsed with the environment's own ``parse_reply``, has the
   same category and the same requested-field set as the actual reply.
 
-``probe`` builds the seed's synthetic probes from the environment itself: a call without any
+``probe`` builds the design's synthetic probes from the environment itself: a call without any
 identity data (the rep must ask for authentication) and a call with exactly the required data (the
 rep must serve), over many companies of the training and held-out splits.
 """

@@ -9,15 +9,15 @@ from lfo_cli.report.load import BLANK
 from lfo_cli.report.run_stats import Conditions
 
 AXES = ("wm.predict", "lora.r", "wm.schedule", "wm.coupling", "wm.intrinsic", "model.name")
-AXIS_TITLES = {"wm.predict": "What the world model predicts (seed ablation 2)", "lora.r": "LoRA rank (seed ablation 3)",
-               "wm.schedule": "Training schedule (seed ablation 4)", "wm.coupling": "Coupling",
-               "wm.intrinsic": "Intrinsic reward (the seed's discarded design)", "model.name": "Base model"}
+AXIS_TITLES = {"wm.predict": "What the world model predicts (the design's ablation 2)", "lora.r": "LoRA rank (the design's ablation 3)",
+               "wm.schedule": "Training schedule (the design's ablation 4)", "wm.coupling": "Coupling",
+               "wm.intrinsic": "Intrinsic reward (the design's discarded first version)", "model.name": "Base model"}
 
 
 def lambda_section(rep: Report, cs: Conditions, cond_df, pd, plt) -> None:
     W = rep.writer
     conds, role, cvals, varying = cs.conds, cs.role, cs.cvals, cs.varying
-    rep.md.append("### World-model loss weight lambda (seed ablation 1)\n")
+    rep.md.append("### World-model loss weight lambda (the design's ablation 1)\n")
     coefs = sorted({cvals[c].get("wm.coef") for c in conds if _finite(cvals[c].get("wm.coef"))})
     if "wm.coef" in varying and len(coefs) >= 2:
         others = [k for k in varying if k != "wm.coef"]

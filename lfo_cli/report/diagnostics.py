@@ -14,7 +14,7 @@ GRAD_KEYS = ("grad_norm/policy", "grad_norm/wm", "grad_norm/policy_from_wm")
 def correlation_section(rep: Report, cs: Conditions, corr_window: int | None, pd, plt) -> None:
     W = rep.writer
     conds, by_cond, role = cs.conds, cs.by_cond, cs.role
-    rep.md.append("### World-model accuracy vs subsequent policy learning (seed: correlation analysis)\n")
+    rep.md.append("### World-model accuracy vs subsequent policy learning (the design's correlation analysis)\n")
     dual_runs = [s for c in conds if role[c] == "dual" for s in by_cond[c]]
     max_steps = [max((row["step"] for row in s.run.rows), default=0) for s in dual_runs]
     window = corr_window or (min(50, max(1, int(sorted(max_steps)[len(max_steps) // 2] // 5))) if max_steps else 50)
@@ -96,7 +96,7 @@ def grad_norm_section(rep: Report, cs: Conditions, pd, plt) -> None:
         warn = [w for w in warn if w[2] > 0]
         rep.md.append("![grad norms](grad_norms.png)\n\nMean over seeds per step; data `grad_norms.csv`.\n\n" + "\n".join(lines))
         if warn:
-            rep.md.append("Seed warning rule (policy/WM gradient ratio > 10x either way) fired: " +
+            rep.md.append("The design's warning rule (policy/WM gradient ratio > 10x either way) fired: " +
                           "; ".join(f"{c}: {k.split('/')[-1]} {num(n)} times" for c, k, n in warn) + ".")
     else:
         rep.md.append("Skipped: no run logged grad_norm/policy, grad_norm/wm or grad_norm/policy_from_wm.")

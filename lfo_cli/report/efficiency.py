@@ -1,6 +1,6 @@
 """Sample efficiency in `lfo report`: tasks to threshold, the ratio baseline / dual and paired tests.
 
-The seed's headline claim: dual-LoRA needs fewer tasks than the baseline to reach a validation
+The design's headline claim: dual-LoRA needs fewer tasks than the baseline to reach a validation
 success threshold. Censored seeds (never reached) count at their last evaluation, so a mean may be a
 bound; a difference is called an effect only when its CI excludes zero and a paired test agrees.
 """
@@ -62,7 +62,7 @@ def efficiency_section(rep: Report, cs: Conditions, eff_df, eff_rows: list[dict]
                               **res.as_dict()})
     ratio_df = pd.DataFrame(ratio_rows)
     tests_df = pd.DataFrame(test_rows)
-    rep.md.append("#### Ratio baseline / dual (the seed's headline claim)\n")
+    rep.md.append("#### Ratio baseline / dual (the design's headline claim)\n")
     if not pairs:
         why = ("no baseline (wm.coef=0) runs" if not any(role[c] == "baseline" for c in conds) else
                "no dual-LoRA runs" if not any(role[c] == "dual" for c in conds) else

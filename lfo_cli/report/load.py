@@ -8,7 +8,7 @@ Two kinds of run dir are read (the formats are owned by their writers; see docs/
 - **WMIL** (``lfo wmil train``): ``config.json`` (with ``task``) + ``metrics.jsonl`` (``step``,
   ``charts/success``, ``charts/env_steps``, ...) + ``summary.json``.
 
-A run's *condition* is its resolved config minus the seed and pure bookkeeping keys (logging and
+A run's *condition* is its resolved config minus its RNG seed and pure bookkeeping keys (logging and
 checkpoint intervals). Runs with equal conditions are seeds of one condition; a condition is named
 by the keys that vary across the runs being reported (``wm.coef=0.5, lora.r=32``). For training runs
 ``wm.coef == 0`` is the baseline, and the world-model-only keys (predict, coupling, lr, lengths) are

@@ -19,7 +19,7 @@ ADAPTERS = (POLICY, WORLD_MODEL)
 
 @dataclass
 class LoraSettings:
-    """The seed's LoRA: r 16, alpha 32, dropout 0.05 on q/v/o projections, for both adapters."""
+    """The design's LoRA: r 16, alpha 32, dropout 0.05 on q/v/o projections, for both adapters."""
 
     r: int = field(default=16, metadata={"help": "LoRA rank of each adapter."})
     alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r)."})

@@ -2,7 +2,7 @@
 
 `DualLoRAConfig` adds the world-model fields to TRL's `GRPOConfig` (same style: every field has
 ``metadata={"help": ...}`` and ``__post_init__`` rejects bad combinations with an actionable
-message). Its defaults are the seed's DAPO settings (000_f6bc565f3ebe8b59.txt): ``loss_type="dapo"``,
+message). Its defaults are the design's DAPO settings (docs/design.md): ``loss_type="dapo"``,
 epsilon 0.2 / epsilon_high 0.28, no KL term, AdamW betas (0.9, 0.95), weight decay 0.1, warmup 10
 then cosine, grad clip 1.0, 8 generations per prompt.
 """
@@ -85,20 +85,20 @@ class Schedule:
 class DualLoRAConfig(GRPOConfig):
     """`GRPOConfig` + the world-model auxiliary loss (lambda * wm_loss) of dual-LoRA DAPO."""
 
-    # ---- the seed's DAPO defaults (overriding GRPOConfig's) ----
-    loss_type: str = field(default="dapo", metadata={"help": "Policy loss; the seed uses DAPO (token-mean)."})
+    # ---- the design's DAPO defaults (overriding GRPOConfig's) ----
+    loss_type: str = field(default="dapo", metadata={"help": "Policy loss; the design uses DAPO (token-mean)."})
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range (DAPO epsilon_low)."})
     epsilon_high: float = field(default=0.28, metadata={"help": "Upper clip range (DAPO clip-higher)."})
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; DAPO drops the KL term."})
     learning_rate: float = field(
         default=1e-6,
-        metadata={"help": "The seed's lr. LoRA recipes raise it ~10x: a rank-16 adapter starts at zero and needs "
+        metadata={"help": "The design's lr. LoRA recipes raise it ~10x: a rank-16 adapter starts at zero and needs "
                   "larger steps than full fine-tuning to move the policy at all."},
     )
-    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (seed: betas 0.9/0.95)."})
-    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay (seed: 0.1)."})
+    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (the design: betas 0.9/0.95)."})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay (the design: 0.1)."})
     warmup_steps: float = field(default=10, metadata={"help": "Linear warmup steps before the cosine decay."})
-    lr_scheduler_type: str = field(default="cosine", metadata={"help": "Warmup then cosine (seed)."})
+    lr_scheduler_type: str = field(default="cosine", metadata={"help": "Warmup then cosine (the design)."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping over both adapters together."})
     num_generations: int | None = field(default=8, metadata={"help": "Rollouts per prompt (the group)."})
 
@@ -108,24 +108,24 @@ class DualLoRAConfig(GRPOConfig):
     )
     wm_predict: Literal["phone", "phone_form", "all"] = field(
         default="phone",
-        metadata={"help": "Which tool replies the world model predicts: make_phone_call only (the seed), "
+        metadata={"help": "Which tool replies the world model predicts: make_phone_call only (the design), "
                   "phone calls and auth_info_form, or every tool."},
     )
     wm_coupling: Literal["separate", "stacked", "shared"] = field(
         default="separate",
-        metadata={"help": "separate: world-model forward with only its adapter (the seed; no gradient reaches the "
+        metadata={"help": "separate: world-model forward with only its adapter (the design; no gradient reaches the "
                   "policy adapter). stacked: both adapters active in the world-model forward, so its gradient also "
                   "trains the policy adapter. shared: one adapter; cross-entropy on the phone-reply tokens inside "
                   "the policy's own rollout forward."},
     )
     wm_schedule: str = field(
         default="joint",
-        metadata={"help": "joint | alternating | wm_first:N | hierarchical:K (seed ablation 4)."},
+        metadata={"help": "joint | alternating | wm_first:N | hierarchical:K (the design's ablation 4)."},
     )
     wm_intrinsic: Literal["none", "surprise"] = field(
         default="none",
         metadata={"help": "surprise: add the world model's per-call prediction error as a reward bonus "
-                  "(the seed's discarded first design, kept as an ablation arm)."},
+                  "(the design's discarded first version, kept as an ablation arm)."},
     )
     wm_intrinsic_coef: float = field(default=0.1, metadata={"help": "Weight of the surprise bonus."})
     wm_learning_rate: float | None = field(

@@ -3,9 +3,9 @@
 ``nn.Dropout`` draws one Bernoulli number per element. On CPU that draw is serial (torch's
 ``bernoulli_`` runs one mt19937 stream): for a 600 x 192 activation it costs ~3x the 192 x 192 matmul
 beside it, so on `micro` the LoRA adapters' dropouts took more time than their matmuls — 15% of the
-stacked world-model term, 6% of the policy loss (profiled, stop 23). With drop probability p the
+stacked world-model term, 6% of the policy loss (torch.profiler). With drop probability p the
 dropped positions are a Bernoulli process, whose gaps are i.i.d. Geometric(p): drawing the gaps takes
-~p x n uniforms (n / 20 at the seed's p 0.05) instead of n, by inversion, vectorised. The mask has
+~p x n uniforms (n / 20 at the design's p 0.05) instead of n, by inversion, vectorised. The mask has
 exactly nn.Dropout's distribution (i.i.d. drops with probability p, kept values scaled by 1 / (1 - p));
 only the random stream differs. ``benchmarks/lora_dropout.py`` measures both.
 

@@ -30,7 +30,7 @@ The world model's training metrics (``losses/wm``, ``wm/token_acc``, ``wm/exampl
 each micro-batch adds its sums to a :class:`StepWMMetrics`, logged once per step (``on_pre_optimizer_step``).
 
 Coupling (``wm_coupling``):
-* ``separate`` (the seed): the world-model forward runs with only the `world_model` adapter active.
+* ``separate`` (the design): the world-model forward runs with only the `world_model` adapter active.
   With a frozen base, no gradient of the world-model loss can reach the policy adapter; the trainer
   measures this (``grad_norm/policy_from_wm``), it does not assume it.
 * ``stacked``: the world-model forward runs with both adapters active, so its gradient also flows into
@@ -39,7 +39,7 @@ Coupling (``wm_coupling``):
   the policy's rollout forward (TRL masks them out of the policy loss via ``tool_mask``) is the
   world-model loss: no extra forward at all.
 
-``wm_intrinsic="surprise"`` adds the seed's discarded first design as an ablation arm: a reward bonus
+``wm_intrinsic="surprise"`` adds the design's discarded first version as an ablation arm: a reward bonus
 equal to ``wm_intrinsic_coef`` times the world model's per-token loss on the rollout's replies.
 """
 
@@ -221,7 +221,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             self._captured_logps = result[0]
         return result
 
-    # ---- intrinsic reward: the seed's discarded first design, kept as an ablation arm --------------
+    # ---- intrinsic reward: the design's discarded first version, kept as an ablation arm --------------
     def _surprise_reward(self, environments=None, **kwargs):
         """wm.intrinsic_coef x the world model's mean per-token loss on the rollout's predicted replies."""
         if not environments:
@@ -393,12 +393,12 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
 
 
 class _AdapterGradNorms(TrainerCallback):
-    """Per-adapter gradient norms at every optimizer step, and the seed's imbalance warnings; also where
+    """Per-adapter gradient norms at every optimizer step, and the design's imbalance warnings; also where
     the step's world-model metrics are logged (``log_wm_step``: all micro-batches have run).
 
     The norms are taken before the global clip (``_clip_grad_norm``), and the clip's coefficient is logged
     beside them (``grad_norm/clip_coef``: the factor both adapters' gradients were scaled by, 1 when the
-    total norm was under ``max_grad_norm``); the ratio of the two norms is what the imbalance rule reads.
+    total norm was under ``max_grad_norm``); the ratio of the two norms is what the design's imbalance rule reads.
 
     Not under DeepSpeed: ZeRO keeps the gradients in its own partitioned buffers and accelerate's
     backward already steps the engine, so ``.grad`` is empty here and the norms would read a false 0
@@ -406,7 +406,7 @@ class _AdapterGradNorms(TrainerCallback):
     ``grad_norm/policy_from_wm``, not the per-adapter norms.
     """
 
-    RATIO_LIMIT = 10.0  # the seed: "policy_grad_norm >> wm_grad_norm (>10x)" and the converse
+    RATIO_LIMIT = 10.0  # the design: "policy_grad_norm >> wm_grad_norm (>10x)" and the converse
 
     def __init__(self, trainer: DualLoRAGRPOTrainer):
         self.trainer = trainer

@@ -1,6 +1,6 @@
 """World-model examples -> padded batches of token rows, planned to run the fewest tokens.
 
-An example is ``(text, (start, end))``: the seed's template (state, action, ``<|predict_csr|>``) followed
+An example is ``(text, (start, end))``: the design's template (state, action, ``<|predict_csr|>``) followed
 by the target ``<|csr|>…<|/csr|>``, and the character span of the target. The prefix and the target are
 tokenised separately and concatenated, so the labels cover exactly the target's tokens (no token
 straddles the boundary). Over budget, the prefix keeps at least a quarter of it and is truncated from the
@@ -20,7 +20,7 @@ import torch
 IGNORE_INDEX = -100
 # One more forward + backward costs about as much as this many padded tokens: `micro` on 2 CPU threads,
 # ~86 (separate) to ~126 (stacked; python benchmarks/wm_forward_cost.py); on real plans 128 ran the term
-# 2-5% faster than 64 (stop 19's figure, before the per-token work got cheaper) and 512 slower.
+# 2-5% faster than 64 and 512 slower (docs/results.md).
 FORWARD_COST_TOKENS = 128
 
 

@@ -1,12 +1,12 @@
 """`lfo wmil ablate`: does the world-model head help? Paired seeds, CIs and paired tests.
 
-Conditions (each trained from scratch for every seed; the seed is shared across conditions, so
+Conditions (each trained from scratch for every seed; a seed is shared across conditions, so
 runs are paired):
 
 - ``wm``          REINFORCE/PPO + world-model loss (``wm_coef`` = 1.0 unless the base config says otherwise)
 - ``no_wm``       RL only (``wm_coef`` = 0)
 - ``kl_distill``  RL + KL(parent || baby) to the parent's action (``kl_coef`` = 1, ``wm_coef`` = 0): the
-                  distillation baseline the seed contrasts WMIL with
+                  distillation baseline the design contrasts WMIL with
 - ``reactive``    ``wm`` with ``context_window`` = 1 (the policy sees only the current step)
 - ``random``      the uniform policy, evaluated (no training)
 

@@ -42,7 +42,7 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_v
 def kl_to_parent(logits: torch.Tensor, oracle: torch.Tensor, smoothing: float = 0.1) -> torch.Tensor:
     """KL(parent || baby) where the parent's policy is its oracle action, label-smoothed.
 
-    The seed's "KL-distill" baseline: the term that smuggles the parent's action distribution back
+    The design's "KL-distill" baseline: the term that smuggles the parent's action distribution back
     in. Steps where the oracle is ``-1`` (any action is fine) are skipped.
     """
     mask = oracle >= 0
@@ -60,7 +60,7 @@ def world_model_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def reinforce_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
-    """``-log pi(a|s) * (G - b)``: the seed's REINFORCE with a running baseline (fix 3)."""
+    """``-log pi(a|s) * (G - b)``: the design's REINFORCE with a running baseline (fix 3)."""
     return -(logp * advantages.detach()).mean()
 
 

@@ -1,4 +1,4 @@
-"""Mastery curriculum (the seed's phase 5): advance a level when recent success clears a threshold."""
+"""Mastery curriculum (the design's phase 5): advance a level when recent success clears a threshold."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ episodes end ONLY on the time limit (fix 1), so a rollout is a plain ``for t in 
 (fix 2); for the fully observed single-step tasks it is the raw next state.
 
 The tasks themselves are batched tensor rules (:mod:`lfo_cli.wmil.task_base`): single-step ones a
-reactive policy can solve (:mod:`lfo_cli.wmil.reactive_tasks`), there to reproduce the seed, and
+reactive policy can solve (:mod:`lfo_cli.wmil.reactive_tasks`), there to reproduce the design's results, and
 multi-step ones that need memory (:mod:`lfo_cli.wmil.memory_tasks`).
 """
 
@@ -24,7 +24,7 @@ from lfo_cli.wmil.task_base import DIFFICULTY_CONFIGS, Task
 
 
 # ---------------------------------------------------------------------------------------------
-# Python-object view of one state (prompts for the LLM parent, the seed's single-env loop)
+# Python-object view of one state (prompts for the LLM parent, the design's single-env loop)
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class RewardVector:
@@ -132,10 +132,10 @@ class VecEnv:
 
 
 # ---------------------------------------------------------------------------------------------
-# The seed's single-environment wrapper (python objects, one step at a time)
+# The design's single-environment wrapper (python objects, one step at a time)
 # ---------------------------------------------------------------------------------------------
 class SymbolicEnv:
-    """The seed's gym-like wrapper: one env, python ``State`` objects, one step per call.
+    """The design's gym-like wrapper: one env, python ``State`` objects, one step per call.
 
     Kept for the LLM parent's prompts and as the "per-step loop" the throughput benchmark compares
     the vectorised trainer with. Fix 1 holds here too: ``done`` only on the time limit.

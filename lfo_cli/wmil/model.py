@@ -30,7 +30,7 @@ class BabyConfig:
     hidden_dim: int = 64
     num_layers: int = 2
     num_heads: int = 4
-    ff_mult: int = 4  # MLP width = ff_mult * hidden_dim (the seed: 256 for hidden 64)
+    ff_mult: int = 4  # MLP width = ff_mult * hidden_dim (the design: 256 for hidden 64)
     max_len: int = 32  # longest episode the position table covers
     dropout: float = 0.0  # 0: rollout and update see the same policy, and resume stays bit-exact
     context_window: int = 0  # 0 = attend to the whole episode so far; 1 = reactive (current step only)

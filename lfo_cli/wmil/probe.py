@@ -1,4 +1,4 @@
-"""Representation analysis (the seed's phase 6.2): linear probes and t-SNE of the baby's embeddings.
+"""Representation analysis (the design's phase 6.2): linear probes and t-SNE of the baby's embeddings.
 
 Embeddings are the core's hidden state ``h_t`` at the last step of each episode (the query step of
 DelayedRecall, so probing the cue there measures memory). Each named state attribute is probed with

@@ -1,6 +1,6 @@
 """The single-step tasks (PatternEcho, SequenceNext, Conditional): a reactive policy can solve them.
 
-They are there to reproduce the seed; each class docstring says why the observation holds the answer.
+They are there to reproduce the design's results; each class docstring says why the observation holds the answer.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ class PatternEcho(Task):
     """State shows a target symbol; the correct action is the same symbol (reward 1, else 0).
 
     Single step (T = 1). A reactive policy solves it: the observation contains the answer. This is
-    the seed's locked MVP task; random success is ``1 / (number of targets)``.
+    the design's locked MVP task; random success is ``1 / (number of targets)``.
     """
 
     name = "pattern_echo"
@@ -51,7 +51,7 @@ class SequenceNext(Task):
 
     Level 0: two terms, step +1; level 1: three terms, step +1; level 2: three terms, arithmetic with
     a random step in 1..A-1. Single step; a reactive policy can solve it (the terms determine the
-    answer), so it is the seed's second ablation, not a prediction task.
+    answer), so it is the design's second ablation, not a prediction task.
     """
 
     name = "sequence_next"

@@ -1,8 +1,8 @@
-"""The seed's per-step design, kept as the throughput baseline (``benchmarks/wmil_throughput.py``).
+"""The design's per-step loop, kept as the throughput baseline (``benchmarks/wmil_throughput.py``).
 
-One ``SymbolicEnv``, python ``State`` objects, one model call per env step (plus the seed's separate
+One ``SymbolicEnv``, python ``State`` objects, one model call per env step (plus the design's separate
 world-model forward, ``predict_next_state_raw``), an ``Experience`` list, and one REINFORCE update
-per ``rollout_steps`` experiences -- the loop of the seed's plan (phase 4.3) with REINFORCE
+per ``rollout_steps`` experiences -- the loop of the design's plan (phase 4.3) with REINFORCE
 (phase 4.2) and the same BabyModel, task rules and losses as the vectorised trainer.
 """
 
@@ -30,7 +30,7 @@ class Experience:
 
 
 class PerStepTrainer:
-    """REINFORCE with the seed's per-step loop (single-step tasks, T = 1 per episode)."""
+    """REINFORCE with the design's per-step loop (single-step tasks, T = 1 per episode)."""
 
     def __init__(self, cfg: WMILConfig):
         if cfg.threads:
@@ -57,7 +57,7 @@ class PerStepTrainer:
                 dist = torch.distributions.Categorical(logits=logits[0, -1])
                 action = dist.sample()
                 log_prob = dist.log_prob(action)
-                # the seed computes the world-model prediction in its own forward pass per step
+                # the design computes the world-model prediction in its own forward pass per step
                 _, _, h2 = self.model(state_tensor)
                 self.model.predict_next(h2, action.view(1, 1))
             next_state, reward, done, info = self.env.step(int(action))

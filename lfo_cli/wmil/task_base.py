@@ -16,8 +16,8 @@ import torch
 
 from lfo_cli.errors import LfoError
 
-# The seed's difficulty table (plan, phase 5.2). Ranges are clipped to the action space: with
-# A actions, PatternEcho level 2 ("all 16 actions" in the seed) means all A actions.
+# The design's difficulty table (plan, phase 5.2). Ranges are clipped to the action space: with
+# A actions, PatternEcho level 2 ("all 16 actions" in the design) means all A actions.
 DIFFICULTY_CONFIGS: dict[str, dict[int, dict[str, Any]]] = {
     "pattern_echo": {
         0: {"target_range": (0, 4)},  # only 5 possible targets
@@ -34,7 +34,7 @@ DIFFICULTY_CONFIGS: dict[str, dict[int, dict[str, Any]]] = {
         1: {"num_conditions": 2},
         2: {"num_conditions": 3, "nested": True},
     },
-    # New multi-step tasks (the seed's "open next step"): prediction/memory is required.
+    # New multi-step tasks (the design's "open next step"): prediction/memory is required.
     "delayed_recall": {
         0: {"delay": 1},
         1: {"delay": 3},

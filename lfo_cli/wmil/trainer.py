@@ -96,7 +96,7 @@ class Trainer:
         wm_loss = algos.world_model_loss(pred, target)
         reward, r_pred, r_cons = self._rewards(batch, pred.detach(), target)
         returns = algos.discounted_returns(reward, cfg.gamma)
-        # running baseline per time step (seed: EMA of the batch mean), updated before use
+        # running baseline per time step (the design: EMA of the batch mean), updated before use
         self.baseline[:t_len] = cfg.baseline_decay * self.baseline[:t_len] + (1 - cfg.baseline_decay) * returns.mean(0)
         adv = returns - self.baseline[:t_len]
         policy_loss = algos.reinforce_loss(logp, adv)
@@ -322,7 +322,7 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
 
 
 def training_checks(rows: list[dict]) -> dict:
-    """The seed's MVP criteria, computed from the metrics rows."""
+    """The design's MVP criteria, computed from the metrics rows."""
     if not rows:
         return {}
 

@@ -1,4 +1,4 @@
-"""World-model text: exactly the seed-000 layout; the span covers exactly the target."""
+"""World-model text: exactly the design's layout; the span covers exactly the target."""
 
 from __future__ import annotations
 

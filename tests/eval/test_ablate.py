@@ -317,3 +317,15 @@ def test_dry_run_prints_paste_able_commands_and_estimates_from_finished_cells(tm
     shown = CliRunner().invoke(app, args, env={"COLUMNS": "200"}).output
     assert "estimated wall time of the 2 cells left at --parallel 2: 0.3 h" in shown
     assert shown.count("lfo train") == 2  # only what is left
+
+
+def test_ablate_list_shows_each_grid_with_its_description():
+    from lfo_cli.ablate.grid import available_grids
+
+    listed = json.loads(CliRunner().invoke(app, ["ablate", "--list", "--json"]).stdout)
+    assert [g["name"] for g in listed] == available_grids()
+    assert all(g["description"] and "\n" not in g["description"] for g in listed)  # one line each
+    text = CliRunner().invoke(app, ["ablate", "--list"]).stdout
+    assert "observation_cpu" in text and "company exceptions" in text
+    missing = CliRunner().invoke(app, ["ablate"])
+    assert missing.exit_code == 2 and "--list" in missing.stderr

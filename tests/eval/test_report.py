@@ -142,7 +142,7 @@ def test_ablation_tables_and_lambda_curve(tmp_path, make_run):
     ranks = {r["lora.r"] for r in _csv(out / "ablation_lora_r.csv")}
     assert ranks == {"8", "16", "32"}
     index = (out / "index.md").read_text()
-    assert "LoRA rank (seed ablation 3)" in index and "![lambda](lambda.png)" in index
+    assert "LoRA rank (the design's ablation 3)" in index and "![lambda](lambda.png)" in index
 
 
 def test_report_is_byte_identical_on_rerun(tmp_path, make_run, make_wmil):

@@ -1,4 +1,4 @@
-"""Acceptance studies (long; `pytest -m benchmark tests/wmil`): the seed's MVP over 5 seeds, throughput."""
+"""Acceptance studies (long; `pytest -m benchmark tests/wmil`): the design's MVP over 5 seeds, throughput."""
 
 from __future__ import annotations
 
