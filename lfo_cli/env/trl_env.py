@@ -5,10 +5,13 @@ and ``get_reward``. So the class has exactly three public methods besides those 
 hints and Google-style docstrings (TRL builds the JSON schema from them with
 ``transformers.utils.get_json_schema``). Everything else is private or a property.
 
-``reset(**row)`` receives the dataset row: it reads ``task_id`` (required) and an optional
-``rollout_seed``; every other column (``prompt``, ...) is ignored. Without a ``rollout_seed``
-column, the rollout seed comes from (factory seed, instance index, resets of this instance), so
-the G generations of a group (G pooled instances) get different reply RNGs, reproducibly.
+``reset(**row)`` receives the dataset row: it reads ``task_id`` (required), an optional
+``rollout_seed`` (the episode's seed, as is) and an optional ``row_seed`` (the row's; the episode's
+seed is then (factory seed, row seed, instance index), so the G generations of a group, G pooled
+instances, get different reply RNGs, and the same ones after a resume: nothing depends on how many
+episodes came before). `lfo train` gives every training row its index as ``row_seed``. With neither,
+the seed comes from (factory seed, instance index, resets of this instance): reproducible from the
+start, not across a resume.
 """
 
 from __future__ import annotations
@@ -39,9 +42,12 @@ class CustomerServiceEnv:
         task_id = kwargs.get("task_id")
         if not isinstance(task_id, str):
             raise LfoError("CustomerServiceEnv.reset needs a 'task_id' column in the dataset row")
-        rollout_seed = kwargs.get("rollout_seed")
+        rollout_seed, row_seed = kwargs.get("rollout_seed"), kwargs.get("row_seed")
         if isinstance(rollout_seed, bool) or not isinstance(rollout_seed, int):
-            rollout_seed = sub_seed("rollout", self._seed, self._instance_index, self._resets)
+            if isinstance(row_seed, int) and not isinstance(row_seed, bool):
+                rollout_seed = sub_seed("rollout-row", self._seed, row_seed, self._instance_index)
+            else:
+                rollout_seed = sub_seed("rollout", self._seed, self._instance_index, self._resets)
         self._resets += 1
         return self._episode.reset(task_id, rollout_seed)
 

@@ -89,7 +89,9 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
     model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
 
-    dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty) for t in tasks])
+    # row_seed: each episode's reply RNG depends on its row and generation only, so a resumed run replays
+    # exactly what the uninterrupted one would have (CustomerServiceEnv.reset).
+    dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty, row_seed=i) for i, t in enumerate(tasks)])
     from lfo_cli.env.tasks import select_companies
 
     companies = select_companies(world, cfg.data.companies)

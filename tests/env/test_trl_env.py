@@ -110,3 +110,26 @@ def test_reset_needs_a_task_id(world):
         env.reset(task_id="nope")
     with pytest.raises(LfoError, match="unknown option"):
         make_env_factory(world, temperature=1.0)
+
+
+def test_a_row_seed_makes_replies_independent_of_the_episodes_before(world):
+    """What an exact resume needs: with a row_seed, an instance that already played other rows replies as a
+    fresh one does; the G generations of a group (instances) still differ."""
+    task = next(t for t in world.tasks["train"] if t.difficulty == 5)
+    company = world.companies[task.company_id]
+    phone = company.department(task.steps[1].department).phone
+    row = {"task_id": task.task_id, "row_seed": 7}
+
+    def replies(played_before: int, with_row_seed: bool = True) -> list[str]:
+        factory = make_env_factory(world, seed=5)
+        envs = [factory() for _ in range(4)]
+        for e in envs:
+            for _ in range(played_before):
+                e.reset(task_id=task.task_id, row_seed=99) if with_row_seed else e.reset(task_id=task.task_id)
+            e.reset(**row) if with_row_seed else e.reset(task_id=task.task_id)
+        return [e.make_phone_call(phone, {}) for e in envs]
+
+    fresh = replies(0)
+    assert replies(3) == fresh  # as after a resume: the instances' earlier episodes do not matter
+    assert len(set(fresh)) >= 3  # generations differ
+    assert replies(3, with_row_seed=False) != replies(0, with_row_seed=False)  # without it they would
