@@ -1,4 +1,5 @@
-"""Training diagnostics in `lfo report`: world-model accuracy vs later policy learning, gradient norms."""
+"""Training diagnostics in `lfo report`: reward and learning signal, world-model accuracy vs later policy learning,
+gradient norms."""
 
 from __future__ import annotations
 
@@ -8,7 +9,58 @@ from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.format import num, pval
 from lfo_cli.report.run_stats import Conditions
 
-GRAD_KEYS = ("grad_norm/policy", "grad_norm/wm", "grad_norm/policy_from_wm")
+GRAD_KEYS = ("grad_norm/policy", "grad_norm/wm", "grad_norm/policy_from_wm", "grad_norm/clip_coef")
+SIGNAL_KEYS = ("reward", "frac_reward_zero_std")  # GRPO's reward and the share of groups without reward variance
+
+
+def per_step_means(cs: Conditions, keys) -> list[dict]:
+    """Mean over each condition's seeds of every logged value of ``keys``, per step."""
+    rows = []
+    for c in cs.conds:
+        acc: dict[tuple[str, float], list[float]] = {}
+        for s in cs.by_cond[c]:
+            for row in s.run.rows:
+                for k in keys:
+                    if k in row:
+                        acc.setdefault((k, float(row["step"])), []).append(float(row[k]))
+        for (k, step), vals in sorted(acc.items()):
+            rows.append({"condition": c, "metric": k, "step": step, "mean": sum(vals) / len(vals), "n": len(vals)})
+    return rows
+
+
+def step_panels(rep: Report, cs: Conditions, rows: list[dict], keys, stem: str, pd, plt) -> list[str]:
+    """One panel per metric with at least two logged steps (a one-point panel shows nothing), each condition a
+    line; writes STEM.csv and STEM.png. Returns the metrics drawn."""
+    g = pd.DataFrame(rows)
+    drawn = [k for k in keys if (g.metric == k).any() and g[g.metric == k].step.nunique() >= 2]
+    if not drawn:
+        return []
+    rep.writer.csv(f"{stem}.csv", g)
+    fig, axes = plt.subplots(1, len(drawn), figsize=(3.6 * len(drawn) + 1, 3.6), squeeze=False)
+    for ax, k in zip(axes[0], drawn, strict=True):
+        for i, c in enumerate(cs.conds):
+            sub = g[(g.condition == c) & (g.metric == k)]
+            if not sub.empty:
+                ax.plot(sub.step, sub["mean"], color=f"C{i % 10}", label=c, linewidth=1)
+        ax.set_title(k, fontsize=9)
+        ax.set_xlabel("step")
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    rep.writer.figure(f"{stem}.png", fig)
+    return drawn
+
+
+def reward_section(rep: Report, cs: Conditions, pd, plt) -> None:
+    """Mean reward and the share of groups with no reward variance (whose advantages, and so policy
+    gradient, are zero), per step."""
+    rep.md.append("### Reward and learning signal\n")
+    drawn = step_panels(rep, cs, per_step_means(cs, SIGNAL_KEYS), SIGNAL_KEYS, "reward", pd, plt)
+    if not drawn:
+        rep.md.append("Skipped: fewer than two logged steps of reward.")
+        return
+    rep.md.append("![reward](reward.png)\n\nMean over seeds per step: the reward, and the share of prompt groups whose "
+                  "rollouts all got the same reward (GRPO's advantage, and the policy gradient, are zero there). "
+                  "Data `reward.csv`.")
 
 
 def correlation_section(rep: Report, cs: Conditions, corr_window: int | None, pd, plt) -> None:
@@ -51,33 +103,12 @@ def correlation_section(rep: Report, cs: Conditions, corr_window: int | None, pd
 
 
 def grad_norm_section(rep: Report, cs: Conditions, pd, plt) -> None:
-    W = rep.writer
     conds, by_cond = cs.conds, cs.by_cond
     rep.md.append("### Gradient norms per adapter\n")
-    g_rows = []
-    for c in conds:
-        acc: dict[tuple[str, float], list[float]] = {}
-        for s in by_cond[c]:
-            for row in s.run.rows:
-                for k in GRAD_KEYS:
-                    if k in row:
-                        acc.setdefault((k, float(row["step"])), []).append(float(row[k]))
-        for (k, step), vals in sorted(acc.items()):
-            g_rows.append({"condition": c, "metric": k, "step": step, "mean": sum(vals) / len(vals), "n": len(vals)})
-    if g_rows:
+    g_rows = per_step_means(cs, GRAD_KEYS)
+    drawn = step_panels(rep, cs, g_rows, GRAD_KEYS, "grad_norms", pd, plt) if g_rows else []
+    if drawn:
         g = pd.DataFrame(g_rows)
-        W.csv("grad_norms.csv", g)
-        fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
-        for ax, k in zip(axes, GRAD_KEYS, strict=True):
-            for i, c in enumerate(conds):
-                sub = g[(g.condition == c) & (g.metric == k)]
-                if not sub.empty:
-                    ax.plot(sub.step, sub["mean"], color=f"C{i % 10}", label=c, linewidth=1)
-            ax.set_title(k, fontsize=9)
-            ax.set_xlabel("step")
-        axes[0].legend(fontsize=6)
-        fig.tight_layout()
-        W.figure("grad_norms.png", fig)
         pf = g[g.metric == "grad_norm/policy_from_wm"]
         lines = []
         for c in conds:
@@ -94,10 +125,13 @@ def grad_norm_section(rep: Report, cs: Conditions, pd, plt) -> None:
         warn = [(c, k, float(sum(float(row[k]) for s in by_cond[c] for row in s.run.rows if k in row)))
                 for c in conds for k in ("warnings/policy_dominates", "warnings/wm_dominates")]
         warn = [w for w in warn if w[2] > 0]
-        rep.md.append("![grad norms](grad_norms.png)\n\nMean over seeds per step; data `grad_norms.csv`.\n\n" + "\n".join(lines))
+        rep.md.append("![grad norms](grad_norms.png)\n\nMean over seeds per step, before the global clip; "
+                      "`grad_norm/clip_coef` is the factor the clip scaled both adapters by (1 = not clipped). "
+                      "Data `grad_norms.csv`.\n\n" + "\n".join(lines))
         if warn:
             rep.md.append("The design's warning rule (policy/WM gradient ratio > 10x either way) fired: " +
                           "; ".join(f"{c}: {k.split('/')[-1]} {num(n)} times" for c, k, n in warn) + ".")
     else:
-        rep.md.append("Skipped: no run logged grad_norm/policy, grad_norm/wm or grad_norm/policy_from_wm.")
+        rep.md.append("Skipped: no run logged two or more steps of grad_norm/policy, grad_norm/wm or "
+                      "grad_norm/policy_from_wm.")
         rep.notes.append("Gradient norms: not logged by any run.")

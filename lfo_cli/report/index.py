@@ -36,6 +36,44 @@ def signal_lines(train: list[Run]) -> list[str]:
     return lines
 
 
+def what_next(rep: Report, train: list[Run]) -> list[str]:
+    """"What this shows / what to run next", from what the runs hold (not a fixed text)."""
+    if not train:
+        return []
+    shows, nxt = [], []
+    steps = [row for r in train for row in r.rows if "frac_reward_zero_std" in row]
+    seeds: dict[str, set] = {}
+    for r in train:
+        seeds.setdefault(r.condition, set()).add(r.seed)
+    if steps and sum(row["frac_reward_zero_std"] < 1 for row in steps) < len(steps) / 2:
+        shows.append("the runs had a learning signal in fewer than half their steps (most groups' rollouts got "
+                     "the same reward), so the policy barely trained")
+        nxt.append("an easier regime for this warm start (field credit, lower difficulty, a longer warm start) "
+                   "before comparing conditions")
+    elif steps:
+        shows.append("GRPO had reward variance, so the policy trained")
+    if max(len(v) for v in seeds.values()) < 2:
+        shows.append("with one seed per condition, that the pipeline runs end to end, not whether a condition "
+                     "is better")
+        nxt.append("several seeds per condition, paired (`lfo ablate --grid observation_cpu --parallel 2`)")
+    study = rep.summary.get("study") or {}
+    rows = [c for c in study.get("comparisons", []) if c.get("pairs", 0) >= 2]
+    if rows:
+        found = [c["condition"] for c in rows if _finite(c.get("auc_low")) and (c["auc_low"] > 0 or c["auc_high"] < 0)]
+        shows.append("a d2 AUC difference from the baseline for " + ", ".join(found) if found else
+                     "no d2 AUC difference from the baseline for any condition (no effect detected)")
+        if not found:
+            nxt.append("more seed pairs if the smallest detectable difference is larger than the effect that matters")
+    if not rep.summary.get("transfer"):
+        nxt.append("`lfo transfer-eval RUN --split transfer` on the finished runs (held-out companies)")
+    out = []
+    if shows:
+        out.append("What this shows: " + "; ".join(shows) + ".")
+    if nxt:
+        out.append("What to run next: " + "; ".join(nxt) + ".")
+    return out
+
+
 def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str]) -> None:
     s = rep.summary
     head = ["# lfo report", "", f"_{OUTPUT_STAMP}._", "", "## Summary", ""]
@@ -71,6 +109,9 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
     if incomplete:
         head.append(f"- {incomplete} run(s) are not complete (no summary.json with status complete); they are "
                     "included with the evaluations they logged.")
+    nxt = what_next(rep, train)
+    if nxt:
+        head += ["", *nxt]
     if rep.notes:
         head += ["", "### Skipped or not measured", ""] + [f"- {n}" for n in rep.notes]
     text = "\n".join(head) + "\n\n" + "\n\n".join(rep.md) + "\n"

@@ -7,7 +7,7 @@ import math
 
 from lfo_cli import stats
 from lfo_cli.report.ablations import ablation_tables, lambda_section
-from lfo_cli.report.diagnostics import correlation_section, grad_norm_section
+from lfo_cli.report.diagnostics import correlation_section, grad_norm_section, reward_section
 from lfo_cli.report.document import Report
 from lfo_cli.report.efficiency import efficiency_section
 from lfo_cli.report.final_metrics import final_metric_section, transfer_section
@@ -31,6 +31,7 @@ def training_sections(rep: Report, train: list[Run], varying: list[str], corr_wi
     pairs = efficiency_section(rep, cs, eff_df, eff_rows, pd)
     lambda_section(rep, cs, cond_df, pd, plt)
     ablation_tables(rep, cs, cond_df, eff_df, pd)
+    reward_section(rep, cs, pd, plt)
     correlation_section(rep, cs, corr_window, pd, plt)
     grad_norm_section(rep, cs, pd, plt)
     # ---- success by difficulty, behaviour --------------------------------------------------------

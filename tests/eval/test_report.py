@@ -251,3 +251,19 @@ def test_transfer_reads_evals_and_keeps_the_largest_evaluation_per_split(tmp_pat
         (run / "evals" / name).write_text(json.dumps({"splits": {"transfer": {"success": success, "n": n}}}))
     got = read_run(run).transfer["transfer"]
     assert got == {"success": 0.25, "n": 400, "file": "transfer_eval-transfer-k4-T1-seed0.json"}
+
+
+def test_reward_panels_and_what_to_run_next_come_from_the_data(tmp_path, make_run):
+    runs = tmp_path / "runs"
+    make_run(runs, "base", seed=0, coef=0.0, jump_at=None)
+    make_run(runs, "dual", seed=0, coef=0.5, jump_at=300)
+    out = tmp_path / "out"
+    assert _report([str(runs), "--out", str(out)]).exit_code == 0
+    index = (out / "index.md").read_text()
+    assert (out / "reward.png").is_file() and (out / "reward.csv").is_file() and "### Reward and learning signal" in index
+    assert "What this shows:" in index and "one seed per condition" in index
+    assert "What to run next:" in index and "lfo ablate --grid observation_cpu" in index and "transfer-eval" in index
+    one = tmp_path / "one"
+    make_run(one, "r", seed=0, coef=0.5, jump_at=None, steps=1)  # a single logged step: no one-point panels
+    assert _report([str(one), "--out", str(tmp_path / "out1")]).exit_code == 0
+    assert not (tmp_path / "out1" / "reward.png").exists() and not (tmp_path / "out1" / "grad_norms.png").exists()
