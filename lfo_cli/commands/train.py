@@ -129,6 +129,7 @@ def train(
                 print_json(rec.resolved)
             else:
                 typer.echo(yaml.safe_dump(rec.resolved, sort_keys=False), nl=False)
+                _warmstart_note(rec)
             return
         if hasattr(rec.config, "preflight"):
             rec.config.preflight()
@@ -151,3 +152,20 @@ def train(
         print_json({"run_dir": str(run_dir), **(summary or {})})
     else:
         typer.echo(f"run dir: {run_dir}")
+
+
+def _warmstart_note(rec) -> None:
+    """On stderr after a dry run: whether the run's warm start is built, or that the first run builds it."""
+    ws = (rec.resolved.get("model") or {}).get("warmstart") if rec.kind == "grpo" else None
+    if not ws:
+        return
+    from lfo_cli.models.warmstart_cache import warmstart_status
+
+    st = warmstart_status(ws, data_dir=(rec.resolved.get("data") or {}).get("dir"))
+    if st["cached"]:
+        took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""
+        typer.echo(f"warm start '{ws}': cached at {st['path']}{took}", err=True)
+    else:
+        bound = f"; its SFT stops after at most {st['max_minutes']:g} min" if st["max_minutes"] else ""
+        typer.echo(f"warm start '{ws}': not built yet, so the first run builds it before training "
+                   f"(`lfo train --recipe {ws}` builds it alone{bound})", err=True)

@@ -83,3 +83,19 @@ def register_in_cache(cfg: WarmStartConfig, out_dir: Path) -> Path | None:
         return {"key": path.name, "copied_from": str(out_dir), **summary}
 
     return cache.build_once(path, _copy)
+
+
+def warmstart_status(recipe_name: str, data_dir: str | Path | None = None) -> dict[str, Any]:
+    """Is a warm start built, and what did its build take (for `lfo train --dry-run`): ``cached``, ``path``,
+    ``minutes`` (the cached build's SFT + evaluation, when recorded) and ``max_minutes`` (its SFT's safety stop)."""
+    from lfo_cli.models import cache
+
+    name, cfg = resolve_config(recipe_name)
+    if data_dir is not None:
+        cfg.data.dir = Path(data_dir)
+    path = warmstart_cache_path(cfg)
+    info = cache.entry_info(path) if cache.is_complete(path) else None
+    seconds = (info or {}).get("total_seconds")
+    return {"recipe": name, "path": str(path), "cached": info is not None,
+            "minutes": round(seconds / 60, 1) if isinstance(seconds, (int, float)) else None,
+            "max_minutes": cfg.train.max_minutes}

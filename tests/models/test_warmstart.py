@@ -233,3 +233,25 @@ def test_evaluate_agent_with_an_external_generator(tiny_tokenizer, small_world_d
     assert all(t["valid_tool_call"] for t in result["turns"][:3])
     assert [e["ended_by"] for e in result["episodes"]] == ["final_reply"] * 3
     assert all(set(BEHAVIOUR_FIELDS) <= set(e) for e in result["episodes"])
+
+
+def test_dry_run_says_whether_the_warm_start_is_built_and_what_it_took(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+    from lfo_cli.models.warmstart_cache import warmstart_status
+
+    monkeypatch.setenv("LFO_HOME", str(tmp_path))
+    args = ["train", "--recipe", "dual_lora_micro", "--dry-run"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0 and "warm start 'warmstart_micro_long': not built yet" in first.stderr
+    assert "kind: grpo" in first.stdout and "warm start" not in first.stdout  # stdout stays the recipe
+    st = warmstart_status("warmstart_micro_long", data_dir="data")
+    path = tmp_path / "warmstart" / st["path"].rsplit("/", 1)[-1]
+    (path / "model").mkdir(parents=True)
+    (path / "lfo_cache.json").write_text(json.dumps({"total_seconds": 2448.0}))
+    built = CliRunner().invoke(app, args)
+    assert f"cached at {path}, built in 40.8 min" in built.stderr
+    assert json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)["kind"] == "grpo"
