@@ -35,6 +35,8 @@ ABSOLUTE = (0.5, 0.7, 0.9)
 SPECIFICITY = ("val/form_size", "val/exception_field_own", "val/exception_field_other")
 HELDOUT = ("heldout/success/d1", "heldout/success/d2")
 WM_SEMANTIC = "val/wm_semantic_acc"
+WM_TOKEN = "wm/token_acc"
+RQ4_TOKEN_WINDOW = 5  # training steps of wm/token_acc averaged up to each evaluation (RQ4's fallback measure)
 
 
 @dataclass
@@ -250,26 +252,53 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                   "a habit, not the companies' exceptions.\n")
     rep.md.append("\n".join(lines) + "\n\nData: `study_specificity.csv`, `study_runs.csv`.\n")
 
-    # ---- RQ4: world-model semantic accuracy vs the policy's next d2 gain -------------------------
-    points = []
-    for c, ss in runs.items():
-        for s in ss:
-            for now, nxt in zip(s.rows, s.rows[1:], strict=False):
-                if finite(now.get(WM_SEMANTIC)):
-                    points.append({"condition": c, "seed": s.seed, "step": now["step"], "tasks_seen": now["tasks_seen"],
-                                   "wm_semantic_acc": now[WM_SEMANTIC], "next_d2_gain": nxt[D2] - now[D2]})
+    # ---- RQ4: world-model accuracy vs the policy's next d2 gain --------------------------------------
+    measure, points = rq4_points(runs)
     rep.md.append("### World-model accuracy vs the policy's learning (the design's research question 4)\n")
-    corr = stats.pearson_with_ci([p["wm_semantic_acc"] for p in points], [p["next_d2_gain"] for p in points])
+    corr = stats.pearson_with_ci([p["wm_acc"] for p in points], [p["next_d2_gain"] for p in points])
     if points:
         W.csv("study_wm_vs_gain.csv", pd.DataFrame(points))
+    what = {WM_SEMANTIC: "Semantic accuracy of the world model's predicted reply to the prior's call at an exception "
+                         "department (does it name the right fields?) at each evaluation",
+            WM_TOKEN: "The world model's teacher-forced token accuracy on the rep's replies (mean of the "
+                      f"{RQ4_TOKEN_WINDOW} training steps up to each evaluation; `{WM_SEMANTIC}`, the semantic probe, "
+                      "was the same at every evaluation, e.g. 0 where greedy generation degenerates, so it "
+                      "cannot correlate with anything)"}[measure] if measure else ""
     if corr.n >= 4 and finite(corr.r):
-        rep.md.append(f"Semantic accuracy of the world model's predicted reply to the prior's call at an exception "
-                      f"department (does it name the right fields?) at each evaluation, against the policy's d2 gain "
-                      f"until the next evaluation, over every run and evaluation with a world model: Pearson r = "
-                      f"{num(corr.r)} [{num(corr.low)}, {num(corr.high)}], p {num(corr.p)}, n = {corr.n} points "
-                      f"(points of one run are not independent: read the interval as optimistic). "
-                      f"Data: `study_wm_vs_gain.csv`.\n")
+        rep.md.append(f"{what}, against the policy's d2 gain until the next evaluation, over every run and evaluation "
+                      f"with a world model: Pearson r = {num(corr.r)} [{num(corr.low)}, {num(corr.high)}], p "
+                      f"{num(corr.p)}, n = {corr.n} points (points of one run are not independent: read the interval "
+                      "as optimistic). Data: `study_wm_vs_gain.csv`.\n")
     else:
-        rep.md.append(f"Insufficient points ({corr.n}) with a world-model probe (`{WM_SEMANTIC}`) for a correlation.\n")
+        rep.md.append(f"Insufficient points ({corr.n}) with a world-model accuracy (`{WM_SEMANTIC}` or `{WM_TOKEN}`) "
+                      "for a correlation.\n")
     rep.summary["study"] = {"baseline": base, "threshold": threshold, "comparisons": comp_rows, "sentences": sentences,
-                            "wm_vs_gain": corr.as_dict()}
+                            "wm_vs_gain": {**corr.as_dict(), "measure": measure}}
+
+
+def rq4_points(runs: dict[str, list[StudyRun]]) -> tuple[str | None, list[dict]]:
+    """(measure, points) for RQ4: at each evaluation with a next one, the world model's accuracy and the
+    policy's d2 gain until that next evaluation. The semantic probe when it varies across the points;
+    otherwise the teacher-forced token accuracy of the training steps up to the evaluation."""
+    def collect(value_at) -> list[dict]:
+        pts = []
+        for c, ss in runs.items():
+            for s in ss:
+                for now, nxt in zip(s.rows, s.rows[1:], strict=False):
+                    v = value_at(s, now)
+                    if finite(v):
+                        pts.append({"condition": c, "seed": s.seed, "step": now["step"], "tasks_seen": now["tasks_seen"],
+                                    "wm_acc": v, "next_d2_gain": nxt[D2] - now[D2]})
+        return pts
+
+    semantic = collect(lambda s, row: row.get(WM_SEMANTIC))
+    if len({p["wm_acc"] for p in semantic}) > 1:
+        return WM_SEMANTIC, semantic
+
+    def token_acc(s: StudyRun, row: dict) -> float | None:
+        vals = [r[WM_TOKEN] for r in s.run.rows if WM_TOKEN in r and r.get("step", 0) <= row["step"]]
+        vals = vals[-RQ4_TOKEN_WINDOW:]
+        return sum(vals) / len(vals) if vals else None
+
+    tokens = collect(token_acc)
+    return (WM_TOKEN if tokens else (WM_SEMANTIC if semantic else None)), tokens or semantic

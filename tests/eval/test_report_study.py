@@ -107,3 +107,23 @@ def test_undefined_threshold_is_said_when_the_baseline_does_not_gain(tmp_path):
     assert summary["study"]["threshold"] is None  # nan -> None in JSON
     index = (tmp_path / "report" / "index.md").read_text()
     assert "undefined (threshold undefined: the baseline did not gain on d2)" in index
+
+
+def test_rq4_falls_back_to_token_accuracy_when_the_semantic_probe_never_varies():
+    """On `micro` the greedy world model degenerates and the semantic probe reads 0 at every evaluation: RQ4
+    then uses the teacher-forced token accuracy of the training steps up to each evaluation."""
+    from lfo_cli.report.load import Run
+    from lfo_cli.report.study import RQ4_TOKEN_WINDOW, WM_SEMANTIC, WM_TOKEN, StudyRun, rq4_points
+
+    rows = [{"step": s, "tasks_seen": 10 * s, "val/success/d2": 0.1 * s, WM_SEMANTIC: 0.0} for s in (0, 10, 20)]
+    train_rows = [{"step": s, WM_TOKEN: s / 100} for s in range(1, 21)]
+    run = Run(Path("r"), "grpo", 0, {}, "complete", train_rows + rows, {})
+    study = StudyRun(run, [0, 100, 200], [0, 0.1, 0.2], [0, 0, 0], rows[0], rows[-1], rows=rows)
+    measure, points = rq4_points({"dual": [study]})
+    assert measure == WM_TOKEN and [p["step"] for p in points] == [10]  # step 0: no training step yet
+    assert points[0]["wm_acc"] == pytest.approx(sum(range(10 - RQ4_TOKEN_WINDOW + 1, 11)) / RQ4_TOKEN_WINDOW / 100)
+    assert points[0]["next_d2_gain"] == pytest.approx(1.0)
+    varied = [dict(r, **{WM_SEMANTIC: 0.1 * i}) for i, r in enumerate(rows)]
+    measure, points = rq4_points({"dual": [StudyRun(run, [0, 100, 200], [0, .1, .2], [0] * 3, varied[0], varied[-1],
+                                                    rows=varied)]})
+    assert measure == WM_SEMANTIC and [p["wm_acc"] for p in points] == [0.0, 0.1]
