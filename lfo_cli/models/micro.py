@@ -165,10 +165,29 @@ def _render(messages: list[dict], tools: list[dict] | None) -> str:
 
 
 def _env_tool_schemas() -> list[dict]:
-    from lfo_cli.env.trl_env import CustomerServiceEnv
-    from lfo_cli.models.prompts import tool_schemas
+    """The environment's tool schemas as TRL sees them. transformers' ``get_json_schema`` imports torch (~2 s),
+    and the schemas are part of the cache key that `lfo models list` and `--dry-run` compute, so they are
+    memoised under $LFO_HOME, keyed by everything they derive from: the environment's and the schema
+    code's source and the transformers version."""
+    import importlib.metadata
 
-    return tool_schemas(CustomerServiceEnv)
+    from lfo_cli.env import trl_env
+    from lfo_cli.io import atomic_write_json
+    from lfo_cli.models import prompts
+
+    sources = b"".join(Path(m.__file__).read_bytes() for m in (trl_env, prompts))
+    fp = hashlib.sha256(sources + importlib.metadata.version("transformers").encode()).hexdigest()[:16]
+    memo = cache.models_dir() / f".tool_schemas-{fp}.json"
+    try:
+        return json.loads(memo.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    schemas = prompts.tool_schemas(trl_env.CustomerServiceEnv)
+    try:
+        atomic_write_json(memo, schemas)
+    except OSError:  # a read-only $LFO_HOME: computed every time
+        pass
+    return schemas
 
 
 def train_tokenizer(corpus: Iterable[str], spec: TokenizerSpec = TOKENIZER, extra_tokens: list[str] | None = None):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from trl.chat_template_utils import (
     add_response_schema,
@@ -120,3 +122,21 @@ def test_chat_template_is_trls_without_importing_its_module():
     from lfo_cli.models.prompts import chat_template
 
     assert chat_template() == qwen2_5_chat_template
+
+
+def test_tool_schemas_are_memoised_so_the_micro_cache_key_needs_no_torch(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "LFO_HOME": str(tmp_path)}
+    code = ("import sys, json; from lfo_cli.models import micro; k = micro.cache_key(); "
+            "print(json.dumps([k, 'torch' in sys.modules]))")
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    (k1, torch_first), (k2, torch_second) = (json.loads(r.stdout.splitlines()[-1]) for r in (first, second))
+    assert k1 == k2 and torch_first and not torch_second  # the memo gives the same key without importing torch
+    [memo] = (tmp_path / "models").glob(".tool_schemas-*.json")
+    from lfo_cli.env.trl_env import CustomerServiceEnv
+    from lfo_cli.models.prompts import tool_schemas
+
+    assert json.loads(memo.read_text()) == tool_schemas(CustomerServiceEnv)
