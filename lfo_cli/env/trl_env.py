@@ -10,7 +10,7 @@ hints and Google-style docstrings (TRL builds the JSON schema from them with
 seed is then (factory seed, row seed, instance index), so the G generations of a group, G pooled
 instances, get different reply RNGs, and the same ones after a resume: nothing depends on how many
 episodes came before). `lfo train` gives every training row its index as ``row_seed``. With neither,
-the seed comes from (factory seed, instance index, resets of this instance): reproducible from the
+the episode's seed comes from (factory seed, instance index, resets of this instance): reproducible from the
 start, not across a resume.
 """
 
