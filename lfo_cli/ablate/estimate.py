@@ -10,7 +10,6 @@ it are counted. With no finished cell there is no measurement, and the estimate 
 from __future__ import annotations
 
 import heapq
-import re
 import shlex
 import statistics
 from dataclasses import dataclass
@@ -29,11 +28,13 @@ class CellEstimate:
 
 def _done_fraction(cell: Cell) -> float:
     """Share of a started cell's steps that its last checkpoint holds (what a resume keeps)."""
-    steps = [int(m.group(1)) for p in cell.run_dir.glob("checkpoint-*") if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))]
+    from lfo_cli.train.checkpoints import checkpoints
+
+    found = checkpoints(cell.run_dir)
     total = (cell.resolved.get("trainer") or {}).get("max_steps")
-    if not steps or not isinstance(total, int) or total <= 0:
+    if not found or not isinstance(total, int) or total <= 0:
         return 0.0
-    return min(max(steps) / total, 1.0)
+    return min(found[0][0] / total, 1.0)
 
 
 def estimate(cells: list[Cell], statuses: dict[str, str], durations: dict[str, float]) -> list[CellEstimate]:

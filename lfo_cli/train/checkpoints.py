@@ -17,11 +17,15 @@ from pathlib import Path
 from lfo_cli.errors import LfoError
 
 
+def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """Every ``checkpoint-N`` directory of a run as (N, path), newest first, complete or not."""
+    return sorted(((int(m.group(1)), p) for p in Path(run_dir).glob("checkpoint-*")
+                   if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
+
+
 def last_complete_checkpoint(run_dir: Path, discard_incomplete: bool = False) -> str | None:
     """The newest ``checkpoint-N`` written to the end, or None; ``discard_incomplete`` removes newer cut-off ones."""
-    found = sorted(((int(m.group(1)), p) for p in Path(run_dir).glob("checkpoint-*")
-                    if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
-    for _, path in found:
+    for _, path in checkpoints(run_dir):
         if (path / "trainer_state.json").is_file():
             return str(path)
         if discard_incomplete:
