@@ -168,23 +168,24 @@ def _env_tool_schemas() -> list[dict]:
     """The environment's tool schemas as TRL sees them. transformers' ``get_json_schema`` imports torch (~2 s),
     and the schemas are part of the cache key that `lfo models list` and `--dry-run` compute, so they are
     memoised under $LFO_HOME, keyed by everything they derive from: the environment's and the schema
-    code's source and the transformers version."""
+    code's source and the transformers version. Key order is kept: the rendered tool lines (and so the
+    boilerplate tokens) follow it."""
     import importlib.metadata
 
     from lfo_cli.env import trl_env
-    from lfo_cli.io import atomic_write_json
+    from lfo_cli.io import atomic_write_text
     from lfo_cli.models import prompts
 
     sources = b"".join(Path(m.__file__).read_bytes() for m in (trl_env, prompts))
     fp = hashlib.sha256(sources + importlib.metadata.version("transformers").encode()).hexdigest()[:16]
-    memo = cache.models_dir() / f".tool_schemas-{fp}.json"
+    memo = cache.models_dir() / f".tool_schemas-v2-{fp}.json"  # v1 memos sorted the keys
     try:
         return json.loads(memo.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         pass
     schemas = prompts.tool_schemas(trl_env.CustomerServiceEnv)
     try:
-        atomic_write_json(memo, schemas)
+        atomic_write_text(memo, json.dumps(schemas, ensure_ascii=False))  # not sorted: order is meaningful
     except OSError:  # a read-only $LFO_HOME: computed every time
         pass
     return schemas
