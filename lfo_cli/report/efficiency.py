@@ -126,9 +126,10 @@ def paired_verdict(t: dict, higher: str, lower: str, alpha: float = 0.05) -> str
     if lo <= 0 <= hi:
         return "no detectable effect"
     words = higher if lo > 0 else lower
-    ps = [p for p in (t.get("wilcoxon_p"), t.get("ttest_p")) if _finite(p)]
-    if ps and min(ps) < alpha:
-        return f"{words} (p < {alpha})"
+    ps = [(p, name) for p, name in ((t.get("wilcoxon_p"), "Wilcoxon"), (t.get("ttest_p"), "paired t-test")) if _finite(p)]
+    if ps and min(ps)[0] < alpha:
+        p, name = min(ps)
+        return f"{words} ({name} p = {pval(p)} < {alpha})"
     side = t["wins"] if lo > 0 else t["losses"]
     return (f"suggestive only: {side}/{t['n']} seeds point that way but no paired test is significant at "
             f"{alpha} (Wilcoxon p = {pval(t.get('wilcoxon_p'))}, t-test p = {pval(t.get('ttest_p'))})")

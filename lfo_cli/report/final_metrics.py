@@ -92,6 +92,12 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
                f"{', '.join(splits)} (companies the policy trained on). The table shows them; it is not transfer.")
         rep.md.append(msg)
         rep.notes.append(msg)
+    inrun = any(s.run.transfer.get(sp, {}).get("source") == "in-run" for c in conds for s in by_cond[c] for sp in splits)
+    if inrun:
+        rep.md.append("Held-out companies (companies training never drew from) as evaluated inside each run at its "
+                      "last step (`eval.heldout_tasks`), where no `lfo transfer-eval` file covers them; "
+                      "`transfer/dK` is difficulty K. At difficulty 2 the policy cannot know a held-out company's "
+                      "exception: only probing (a call before the one form) solves it.")
     rep.md.append(f"![transfer](transfer.png)\n\n{md_table(wide)}\n\nMean success over seeds [95% bootstrap CI] "
                   "(n = seeds; episodes summed over them); data `transfer.csv`.")
     tests = []

@@ -4,7 +4,8 @@ Two kinds of run dir are read (the formats are owned by their writers; see docs/
 
 - **training** (``lfo train``, kind ``grpo``): ``run.json`` + ``recipe.yaml`` (resolved recipe) +
   ``metrics.jsonl`` (rows with ``step``, ``tasks_seen`` and prefixed metrics) + ``summary.json``
-  (``status``) and optionally ``transfer_eval*.json``;
+  (``status``) and optionally ``transfer_eval*.json``; where none covers the held-out companies, the run's
+  own last held-out evaluation (``heldout/success``, ``eval.heldout_tasks``) stands for transfer;
 - **WMIL** (``lfo wmil train``): ``config.json`` (with ``task``) + ``metrics.jsonl`` (``step``,
   ``charts/success``, ``charts/env_steps``, ...) + ``summary.json``.
 
@@ -134,6 +135,41 @@ def _transfer_files(path: Path) -> dict[str, dict]:
     return out
 
 
+def _inrun_heldout(path: Path, rows: list[dict]) -> dict[str, dict]:
+    """The run's last evaluation on held-out companies (``heldout/...`` rows; the callback plays them at
+    step 0 and at the end) as the ``transfer`` split, and ``transfer/dK`` per difficulty: companies
+    training never drew from, so it is transfer, measured inside the run. Episodes are counted from
+    ``validation/heldout_step_N.json[.gz]`` (provenance only: an unreadable file leaves them unknown)."""
+    import gzip
+
+    held = [r for r in rows if isinstance(r.get("heldout/success"), (int, float))]
+    if not held:
+        return {}
+    last = held[-1]
+    step = int(last["step"])
+    episodes = None
+    for name in (f"heldout_step_{step}.json.gz", f"heldout_step_{step}.json"):
+        f = path / "validation" / name
+        if f.is_file():
+            try:
+                with (gzip.open if name.endswith(".gz") else open)(f, "rt", encoding="utf-8") as fh:
+                    data = json.load(fh)
+                episodes = data.get("episodes") if isinstance(data, dict) else None
+            except (OSError, ValueError, EOFError):
+                episodes = None
+            break
+    episodes = episodes if isinstance(episodes, list) and all(isinstance(e, dict) for e in episodes) else None
+    source = f"metrics.jsonl step {step} (in-run held-out)"
+    out = {"transfer": {"success": float(last["heldout/success"]), "source": "in-run", "file": source,
+                        "n": len(episodes) if episodes is not None else None}}
+    for key, value in last.items():
+        if key.startswith("heldout/success/d") and isinstance(value, (int, float)):
+            d = key.rsplit("/", 1)[-1]
+            n = sum(1 for e in episodes if f"d{e.get('difficulty')}" == d) if episodes is not None else None
+            out[f"transfer/{d}"] = {"success": float(value), "source": "in-run", "file": source, "n": n}
+    return out
+
+
 def read_run(path: Path) -> Run:
     path = Path(path)
     rows = _dedupe(list(iter_jsonl(path / "metrics.jsonl")))
@@ -158,7 +194,10 @@ def read_run(path: Path) -> Run:
     kind = str(cfg.get("kind") or meta.get("kind") or "unknown")
     status = "complete" if summary.get("status") == "complete" or (path / ".complete").exists() else "incomplete"
     seed = cfg.get("seed", meta.get("seed"))
-    return Run(path, kind, seed, flatten(cfg), status, rows, summary, _transfer_files(path))
+    transfer = _transfer_files(path)
+    if "transfer" not in transfer:
+        transfer.update(_inrun_heldout(path, rows))
+    return Run(path, kind, seed, flatten(cfg), status, rows, summary, transfer)
 
 
 def load_runs(paths: list[Path]) -> tuple[list[Run], list[tuple[str, str]]]:

@@ -81,7 +81,23 @@ def applies(train: list[Run]) -> bool:
     return any(r.role == "baseline" for r in train) and any(any(D2 in row for row in r.rows) for r in train)
 
 
-def _sentence(cond: str, auc: dict, poi: dict, ratio: dict, mde: float) -> str:
+def ratio_text(ratio: dict) -> str:
+    """A tasks-to-threshold ratio with its interval, read through its censoring: a condition that never
+    reached the threshold in any pair gives only a bound (its runs are counted at their last evaluation)."""
+    value, n = ratio.get("ratio"), ratio.get("n", 0)
+    if not finite(value):
+        return f"undefined ({ratio.get('note') or 'no pairs'})"
+    kind = ratio.get("kind", "")
+    if kind == "upper_bound" and ratio.get("n_censored_treatment") == n:
+        return f"<= {num(value)} (the condition never reached it)"
+    if kind == "lower_bound" and ratio.get("n_censored_baseline") == n:
+        return f">= {num(value)} (the baseline never reached it)"
+    text = {"upper_bound": "<= ", "lower_bound": ">= "}.get(kind, "") + est(
+        {"value": value, "low": ratio.get("low"), "high": ratio.get("high"), "n": n})
+    return text + (" (runs censored on both sides: bias of unknown direction)" if kind == "undetermined" else "")
+
+
+def _sentence(cond: str, auc: dict, poi: dict, ratio: dict, mde: float, final: dict | None = None) -> str:
     if not finite(auc.get("value")) or auc.get("n", 0) < 2:
         return f"{cond} vs baseline: insufficient paired seeds for a comparison."
     if finite(auc.get("low")) and auc["low"] > 0:
@@ -92,8 +108,10 @@ def _sentence(cond: str, auc: dict, poi: dict, ratio: dict, mde: float) -> str:
         verdict = "no effect detected on d2 learning speed"
     text = (f"{cond} vs baseline: {verdict} (d2 AUC difference {est(auc)} over {auc['n']} seed pairs; "
             f"P(better) {num(poi.get('value'))}")
+    if final and finite(final.get("value")) and finite(final.get("low")) and (final["low"] > 0 or final["high"] < 0):
+        text += f"; final d2 success difference {est(final)}"
     if finite(ratio.get("ratio")):
-        text += f"; tasks-to-threshold ratio baseline/{cond} {est({'value': ratio['ratio'], 'low': ratio['low'], 'high': ratio['high'], 'n': ratio['n']})}"
+        text += f"; tasks-to-threshold ratio baseline/{cond} {ratio_text(ratio)}"
     text += f"). The smallest AUC difference this design detects with 80% power: {num(mde)}."
     return text
 
@@ -197,8 +215,9 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                           "final_diff": fin["value"], "final_low": fin["low"], "final_high": fin["high"],
                           "ratio": ratio["ratio"], "ratio_low": ratio["low"], "ratio_high": ratio["high"],
                           "censored_baseline": ratio["n_censored_baseline"], "censored_treatment": ratio["n_censored_treatment"],
-                          "ratio_note": ratio.get("note", ""), "auc_mde": mde})
-        sentences.append(_sentence(c, auc, poi, ratio, mde))
+                          "ratio_kind": ratio.get("kind", ""), "ratio_note": ratio.get("note", ""),
+                          "ratio_text": ratio_text(ratio), "auc_mde": mde})
+        sentences.append(_sentence(c, auc, poi, ratio, mde, fin))
     comp_df = pd.DataFrame(comp_rows)
     W.csv("study_comparisons.csv", comp_df)
     rep.md.append(f"### Each condition vs the baseline ({base}), paired by seed\n")
@@ -211,13 +230,11 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
              "baseline/condition [95% CI] | censored (baseline, condition) | smallest detectable AUC diff |",
              "|---|---|---|---|---|---|---|---|"]
     for r in comp_rows:
-        ratio_text = (est({"value": r["ratio"], "low": r["ratio_low"], "high": r["ratio_high"], "n": r["pairs"]})
-                      if finite(r["ratio"]) else f"undefined ({r['ratio_note'] or 'no pairs'})")
         lines.append(f"| {r['condition']} | {r['pairs']} | "
                      f"{est({'value': r['auc_diff'], 'low': r['auc_low'], 'high': r['auc_high'], 'n': r['pairs']})} | "
-                     f"{est({'value': r['p_improvement'], 'low': r['p_improvement_low'], 'high': r['p_improvement_high'], 'n': 2})} | "
+                     f"{est({'value': r['p_improvement'], 'low': r['p_improvement_low'], 'high': r['p_improvement_high'], 'n': r['pairs']})} | "
                      f"{est({'value': r['final_diff'], 'low': r['final_low'], 'high': r['final_high'], 'n': r['pairs']})} | "
-                     f"{ratio_text} | {r['censored_baseline']}, {r['censored_treatment']} | {num(r['auc_mde'])} |")
+                     f"{r['ratio_text']} | {r['censored_baseline']}, {r['censored_treatment']} | {num(r['auc_mde'])} |")
     rep.md.append("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in sentences) +
                   "\n\nData: `study_comparisons.csv`; per run: `study_runs.csv`.\n")
 

@@ -127,3 +127,52 @@ def test_rq4_falls_back_to_token_accuracy_when_the_semantic_probe_never_varies()
     measure, points = rq4_points({"dual": [StudyRun(run, [0, 100, 200], [0, .1, .2], [0] * 3, varied[0], varied[-1],
                                                     rows=varied)]})
     assert measure == WM_SEMANTIC and [p["wm_acc"] for p in points] == [0.0, 0.1]
+
+
+def test_a_condition_that_never_reaches_the_threshold_gets_a_bound_not_an_interval(tmp_path):
+    root = tmp_path / "runs"
+    for s in SEEDS:
+        _run(root, f"base_s{s}", s, 0.0, "separate", slope=0.2, offset=0.01 * s)
+        _run(root, f"shared_s{s}", s, 0.05, "shared", slope=-0.05, offset=0.01 * s)  # collapses: never reaches it
+    out = tmp_path / "report"
+    build_report([root], out)
+    [row] = _rows(out / "study_comparisons.csv").values()
+    assert int(row["censored_treatment"]) == 4 and row["ratio_kind"] == "upper_bound"
+    # the censored runs enter at their last evaluation (600 tasks): a bound, said as one, with no interval
+    assert row["ratio_text"].startswith("<= ") and row["ratio_text"].endswith("(the condition never reached it)")
+    index = (out / "index.md").read_text()
+    assert "learns the d2 exceptions slower than the baseline" in index
+    assert "final d2 success difference" in index and row["ratio_text"] in index
+
+
+def test_the_runs_own_heldout_evaluation_stands_for_transfer_unless_a_transfer_eval_covers_it(study_runs, tmp_path):
+    import gzip
+
+    from lfo_cli.report.load import read_run
+
+    run = study_runs / "base_s0"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        if "heldout/success/d1" in r:
+            r["heldout/success"] = 0.15 + 0.01 * r["step"]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "validation").mkdir()
+    episodes = [{"difficulty": 1 + (i % 3 == 0), "success": False} for i in range(30)]  # 10 at d2, 20 at d1
+    with gzip.open(run / "validation" / "heldout_step_6.json.gz", "wt") as fh:
+        json.dump({"step": 6, "episodes": episodes}, fh)
+    got = read_run(run).transfer
+    assert got["transfer"]["success"] == pytest.approx(0.21) and got["transfer"]["n"] == 30
+    assert got["transfer"]["source"] == "in-run" and "step 6" in got["transfer"]["file"]
+    assert (got["transfer/d1"]["n"], got["transfer/d2"]["n"]) == (20, 10) and got["transfer/d2"]["success"] == 0.0
+    out = tmp_path / "report"
+    build_report([study_runs], out)
+    index = (out / "index.md").read_text()
+    assert "Transfer: not measured" not in index and "evaluated inside each run at its last step" in index
+    assert {r["split"] for r in csv.DictReader((out / "transfer.csv").open())} == {"transfer", "transfer/d1",
+                                                                                   "transfer/d2"}
+    # an `lfo transfer-eval` file on the held-out companies replaces the in-run figure
+    (run / "evals").mkdir()
+    (run / "evals" / "transfer_eval-transfer-k1-T1-seed0.json").write_text(
+        json.dumps({"splits": {"transfer": {"success": 0.5, "n": 400}}}))
+    got = read_run(run).transfer
+    assert got == {"transfer": {"success": 0.5, "n": 400, "file": "transfer_eval-transfer-k1-T1-seed0.json"}}
