@@ -1,0 +1,139 @@
+"""Check what `make demo` promises, on a clean clone: its wall time, how many lines it prints, and whether
+its training run had a learning signal.
+
+    python scripts/check_demo.py run                      # clone HEAD, `make demo` with an empty LFO_HOME
+    python scripts/check_demo.py run --lfo-home DIR       # reuse DIR (a cached warm start: a shorter demo)
+    python scripts/check_demo.py check LOG RUN_DIR        # only read a captured output and a training run
+
+`run` clones this checkout's HEAD into a temporary directory and runs `make demo` there with this
+checkout's venv (`--venv`, linked as the clone's `.venv`, the clone's code first on PYTHONPATH, so the venv
+is neither rebuilt nor re-pointed). It prints, and with `--json` writes, the figures the demo is held to:
+
+- wall time (bound: 20 min on 2 cores);
+- lines printed, counting a progress bar that redraws itself with carriage returns as one line
+  (bound: 120);
+- training steps with reward variance (`frac_reward_zero_std` < 1: GRPO's only source of policy
+  gradient; bound: most steps) and with a policy-adapter gradient (`grad_norm/policy` > 0).
+
+Exit status 0 when every bound holds, 1 when one does not, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MAX_MINUTES = 20.0
+MAX_LINES = 120
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def printed_lines(text: str) -> int:
+    """Lines a reader sees scroll by: a line rewritten in place with carriage returns (a progress bar's
+    redraws) counts once; cursor-control escape sequences are ignored; a trailing newline adds no line."""
+    lines = ANSI.sub("", text).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return len(lines)
+
+
+def training_signal(run_dir: Path) -> dict:
+    """Per training step of RUN_DIR's metrics.jsonl: reward variance and a policy-adapter gradient."""
+    path = Path(run_dir) / "metrics.jsonl"
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"error: {path}: unreadable ({exc})") from None
+    steps = {}
+    for r in rows:
+        if isinstance(r, dict) and "frac_reward_zero_std" in r:
+            steps[r["step"]] = r  # the last row of a step wins, as in `lfo report`
+    def finite(x) -> bool:
+        return isinstance(x, (int, float)) and math.isfinite(x)
+
+    variance = sum(1 for r in steps.values() if finite(r["frac_reward_zero_std"]) and r["frac_reward_zero_std"] < 1)
+    gradient = sum(1 for r in steps.values() if finite(r.get("grad_norm/policy")) and r["grad_norm/policy"] > 0)
+    return {"steps": len(steps), "steps_with_reward_variance": variance, "steps_with_policy_gradient": gradient}
+
+
+def verdict(minutes: float | None, lines: int, signal: dict) -> dict:
+    n = signal["steps"]
+    checks = {
+        f"lines <= {MAX_LINES}": lines <= MAX_LINES,
+        "reward variance in most steps": n > 0 and signal["steps_with_reward_variance"] > n / 2,
+        "policy gradient > 0": n > 0 and signal["steps_with_policy_gradient"] > 0,
+    }
+    if minutes is not None:
+        checks[f"wall time <= {MAX_MINUTES:g} min"] = minutes <= MAX_MINUTES
+    return checks
+
+
+def run_demo(venv: Path, lfo_home: Path | None, log: Path) -> tuple[float, Path]:
+    repo = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    if not (venv / "bin" / "python").is_file():
+        raise SystemExit(f"error: {venv}: no venv there (run `make install` first)")
+    clone = Path(tempfile.mkdtemp(prefix="lfo-demo-check-"))
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    (clone / ".venv").symlink_to(venv.resolve())
+    os.utime(clone / "pyproject.toml", (0, 0))  # older than the venv's stamp: make leaves the venv as it is
+    home = lfo_home or Path(tempfile.mkdtemp(prefix="lfo-demo-home-"))
+    env = {**os.environ, "LFO_HOME": str(home), "PYTHONPATH": str(clone)}
+    start = time.monotonic()
+    with log.open("wb") as fh:
+        done = subprocess.run(["make", "demo"], cwd=clone, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    minutes = (time.monotonic() - start) / 60
+    if done.returncode != 0:
+        raise SystemExit(f"error: make demo failed (exit {done.returncode}); its output: {log}")
+    return minutes, clone / "runs" / "demo" / "dual_lora_micro"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="clone HEAD and run `make demo`, then check it")
+    r.add_argument("--venv", type=Path, default=Path(".venv"))
+    r.add_argument("--lfo-home", type=Path, default=None, help="LFO_HOME for the demo (default: a new empty one)")
+    r.add_argument("--log", type=Path, default=Path("demo_check.log"), help="where make demo's output goes")
+    c = sub.add_parser("check", help="check a captured `make demo` output and its training run")
+    c.add_argument("log", type=Path)
+    c.add_argument("run_dir", type=Path)
+    for p in (r, c):
+        p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        minutes, run_dir = run_demo(args.venv, args.lfo_home, args.log)
+        log = args.log
+    else:
+        minutes, run_dir, log = None, args.run_dir, args.log
+    try:
+        text = log.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        print(f"error: {log}: unreadable ({exc})", file=sys.stderr)
+        return 2
+    signal = training_signal(run_dir)
+    lines = printed_lines(text)
+    checks = verdict(minutes, lines, signal)
+    out = {"minutes": None if minutes is None else round(minutes, 2), "lines": lines, **signal, "checks": checks}
+    if minutes is not None:
+        print(f"wall time      {minutes:.1f} min (bound {MAX_MINUTES:g})")
+    print(f"lines printed  {lines} (bound {MAX_LINES})")
+    print(f"training steps {signal['steps']}: reward variance in {signal['steps_with_reward_variance']}, "
+          f"policy gradient in {signal['steps_with_policy_gradient']}")
+    for name, ok in checks.items():
+        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
