@@ -43,15 +43,47 @@ def write_eval_tables(out_dir: Path, summary: dict[str, Any]) -> None:
     tmp.replace(out_dir / "eval_by_difficulty.png")
 
 
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The few figures a warm start is judged by, as (label, value) rows; every metric is in summary.json."""
+    def f(key: str, fmt: str = ".3f") -> str | None:
+        v = summary.get(key)
+        return format(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    def by_difficulty(prefix: str) -> str | None:
+        got = [(d, v) for d in range(1, 6) if (v := f(f"{prefix}{d}", ".2f")) is not None]
+        if not got:
+            return None
+        ds = [d for d, _ in got]
+        label = f"d{ds[0]}-{ds[-1]}" if ds == list(range(ds[0], ds[-1] + 1)) and len(ds) > 1 else ", ".join(f"d{d}" for d in ds)
+        return f"{label}: " + " / ".join(v for _, v in got)
+
+    by_d, teacher = by_difficulty("eval/success_d"), by_difficulty("teacher/success_d")
+    rows = [
+        ("SFT", f"{f('train/steps', 'd') or '?'} steps, {f('train/seconds', '.0f') or '?'} s, final loss "
+                f"{f('train/loss', '.3f') or '?'}" + (" (stopped by its time budget)" if summary.get("train/stopped_by_budget") else "")),
+        ("data", f"{f('data/trajectories', 'd')} trajectories -> {f('data/sequences', 'd')} sequences"
+                 if f("data/trajectories", "d") and f("data/sequences", "d") else None),
+        ("valid tool calls", f("eval/valid_tool_call_rate")),
+        ("well-formed turns", f("eval/wellformed_turn_rate")),
+        ("success", f("eval/success_rate")),
+        ("success by difficulty", by_d),
+        ("the teacher, by difficulty", teacher),
+        ("first call: right department", f("eval/first_call/right_department")),
+    ]
+    return [(k, v) for k, v in rows if v]
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"warm start: evaluation on val tasks (temperature {summary.get('eval/temperature', 1.0):.1f})")
+    eps = summary.get("eval/episodes")
+    title = (f"warm start: {eps} val episodes at temperature {summary.get('eval/temperature', 1.0):.1f}" if eps
+             else "warm start")
+    table = Table(title=title, caption="every metric: summary.json")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for k, v in summary.items():
-        if k.startswith(("eval/", "teacher/", "data/", "train/")):
-            table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
+    for k, v in summary_rows(summary):
+        table.add_row(k, v)
     Console().print(table)
 

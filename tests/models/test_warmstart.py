@@ -255,3 +255,18 @@ def test_dry_run_says_whether_the_warm_start_is_built_and_what_it_took(tmp_path,
     built = CliRunner().invoke(app, args)
     assert f"cached at {path}, built in 40.8 min" in built.stderr
     assert json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)["kind"] == "grpo"
+
+
+def test_the_warm_start_prints_a_few_judged_figures_not_every_metric():
+    from lfo_cli.models.warmstart_outputs import summary_rows
+
+    summary = {"train/steps": 340, "train/seconds": 250.4, "train/loss": 0.51, "data/trajectories": 2000,
+               "data/sequences": 3200, "eval/valid_tool_call_rate": 0.9, "eval/success_rate": 0.1,
+               "eval/success_d1": 0.3, "eval/success_d2": 0.05, "eval/success_d4": 0.0,
+               "eval/first_call/none": 0.02, "data/max_tokens": 800, "teacher/success_d1": 0.7}
+    rows = dict(summary_rows(summary))
+    assert rows["SFT"] == "340 steps, 250 s, final loss 0.510" and rows["data"] == "2000 trajectories -> 3200 sequences"
+    assert rows["success by difficulty"] == "d1, d2, d4: 0.30 / 0.05 / 0.00"  # not a range when one is missing
+    assert rows["the teacher, by difficulty"] == "d1: 0.70" and rows["valid tool calls"] == "0.900"
+    assert len(rows) <= 8 and "eval/first_call/none" not in str(rows)
+    assert dict(summary_rows({"train/steps": 3})).keys() == {"SFT"}
