@@ -176,3 +176,25 @@ def test_the_runs_own_heldout_evaluation_stands_for_transfer_unless_a_transfer_e
         json.dumps({"splits": {"transfer": {"success": 0.5, "n": 400}}}))
     got = read_run(run).transfer
     assert got == {"transfer": {"success": 0.5, "n": 400, "file": "transfer_eval-transfer-k1-T1-seed0.json"}}
+
+
+def test_summary_groups_the_learning_signal_by_condition_and_names_what_stopped_training(tmp_path):
+    root = tmp_path / "runs"
+    for s in SEEDS[:3]:
+        _run(root, f"base_s{s}", s, 0.0, "separate", slope=0.2, offset=0.01 * s)
+        _run(root, f"shared_s{s}", s, 0.05, "shared", slope=-0.05, offset=0.01 * s)
+    for path in root.glob("*_s*/metrics.jsonl"):  # the shared runs lose their reward variance after step 2
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        shared = "shared" in path.parent.name
+        for r in rows:
+            if "reward" in r:
+                r["frac_reward_zero_std"] = 1.0 if shared and r["step"] > 2 else 0.5
+                r["grad_norm/policy"] = 0.0 if shared and r["step"] > 2 else 0.1
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    build_report([root], tmp_path / "report")
+    index = (tmp_path / "report" / "index.md").read_text()
+    lines = [line for line in index.splitlines() if line.startswith("- Learning signal")]
+    assert len(lines) == 2  # one per condition, not one per run
+    shared = next(line for line in lines if "wm.coef=0.05" in line)
+    assert "(3 runs, by seed)" in shared and "in 2, 2, 2 of 6 steps" in shared
+    assert "except in runs of" in index and "slower than the baseline under" in index
