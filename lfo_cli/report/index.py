@@ -127,9 +127,13 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
             head.append("- Transfer: not measured (no transfer evaluation in any training run).")
         else:
             parts = []
-            for row in tr["by_condition"]:
-                parts.append(f"{row['condition']} {row['split']} {est({'value': row['mean'], 'low': row['ci_low'], 'high': row['ci_high'], 'n': row['n']})}")
-            head.append("- Transfer (mean success [95% CI]): " + "; ".join(parts) + ".")
+            rows = tr["by_condition"]
+            held = [r for r in rows if r["split"] == "transfer"]
+            for row in held or rows:  # held-out companies overall when measured; per difficulty in the section
+                split = "" if held else f" {row['split']}"
+                parts.append(f"{row['condition']}{split} {est({'value': row['mean'], 'low': row['ci_low'], 'high': row['ci_high'], 'n': row['n']})}")
+            what = "success on held-out companies" if held else "success (no held-out companies: not transfer)"
+            head.append(f"- Transfer ({what}, mean [95% CI]): " + "; ".join(parts) + ".")
         corr = s.get("correlation") or {}
         if corr.get("n", 0) >= 4 and _finite(corr.get("r")):
             head.append(f"- WM accuracy vs subsequent policy learning: Pearson r = {num(corr['r'])} "

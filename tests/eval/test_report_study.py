@@ -168,6 +168,8 @@ def test_the_runs_own_heldout_evaluation_stands_for_transfer_unless_a_transfer_e
     build_report([study_runs], out)
     index = (out / "index.md").read_text()
     assert "Transfer: not measured" not in index and "evaluated inside each run at its last step" in index
+    [line] = [x for x in index.splitlines() if x.startswith("- Transfer")]
+    assert line.startswith("- Transfer (success on held-out companies, mean [95% CI]): ") and "transfer/d" not in line
     assert {r["split"] for r in csv.DictReader((out / "transfer.csv").open())} == {"transfer", "transfer/d1",
                                                                                    "transfer/d2"}
     # an `lfo transfer-eval` file on the held-out companies replaces the in-run figure
