@@ -104,3 +104,28 @@ def test_export_writes_files_that_load_without_lfo(trained, merge, monkeypatch):
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert again.returncode == 2 and again.stderr.strip().splitlines() == [
         f"error: {out} already exists; choose a new --out (an export never overwrites)"]
+
+
+def test_the_readme_snippet_loads_an_export_with_both_adapters(trained, monkeypatch):
+    """The README's "Load a trained run" block, run as written on a real export (only its path replaced)."""
+    import re
+
+    from lfo_cli.eval.loading import load_run_model
+
+    root, _, _ = trained
+    out = root / "export_readme"
+    env = {**os.environ, "LFO_HOME": str(root / "home2"), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "lfo_cli", "export", str(root / "moved"), "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Load a trained run", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert 'path = "exported/dual_s0"' in code
+    scope: dict = {}
+    exec(code.replace('"exported/dual_s0"', repr(str(out)), 1), scope)  # noqa: S102 - the README's own lines
+    model = scope["model"]
+    assert set(model.peft_config) == {"policy", "world_model"} and model.active_adapters == ["policy"]
+    monkeypatch.setenv("LFO_HOME", str(root / "home2"))
+    want_model, want_tok = load_run_model(root / "moved", "policy")
+    torch.testing.assert_close(logits(model, scope["tokenizer"]), logits(want_model, want_tok), rtol=1e-4, atol=1e-4)
