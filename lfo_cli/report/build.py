@@ -101,7 +101,7 @@ def _tidy(rep: Report, pd) -> None:
     df = df.sort_values(["run", "step", "metric"], kind="stable")
     rep.writer.csv("tidy.csv", df)
     runs_df = pd.DataFrame([{"run": r.name, "kind": r.kind, "condition": r.condition, "seed": r.seed,
-                             "status": r.status, "rows": len(r.rows),
+                             "status": r.status, "rows": len(r.rows), "commit": r.commit or "",
                              "last_step": max((row["step"] for row in r.rows), default=math.nan)}
                             for r in sorted(rep.runs, key=lambda r: r.name)])
     rep.writer.csv("runs.csv", runs_df)

@@ -110,6 +110,14 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
     head = ["# lfo report", "", f"_{OUTPUT_STAMP}._", "", "## Summary", ""]
     head.append(f"- Runs read: {len(rep.runs)} ({len(train)} training, {len(wmil)} WMIL"
                 + (", " + ", ".join(f"{s['other_runs'][k]} {k}" for k in others) if others else "") + ").")
+    commits: dict[str, int] = {}
+    for r in rep.runs:
+        commits[r.commit or "not recorded"] = commits.get(r.commit or "not recorded", 0) + 1
+    if commits:
+        head.append("- Code: " + ("commit " if len(commits) == 1 else "commits ") + ", ".join(
+            f"`{c[:12]}`" + ("-dirty" if c.endswith("-dirty") else "") + (f" ({n} run{'s' if n != 1 else ''})" if len(commits) > 1 else "")
+            for c, n in sorted(commits.items())) + (" (every run)" if len(commits) == 1 else "") +
+            "; per run in `runs.csv`.")
     if rep.skipped:
         head.append(f"- Unreadable run dirs skipped: {len(rep.skipped)} (" +
                     "; ".join(f"{p}: {why}" for p, why in rep.skipped) + ").")

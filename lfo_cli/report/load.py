@@ -50,6 +50,7 @@ class Run:
     rows: list[dict]  # metrics.jsonl rows (deduplicated: last row per step and key wins)
     summary: dict = field(default_factory=dict)
     transfer: dict[str, dict] = field(default_factory=dict)  # split -> {"success": x, "n": n}
+    commit: str | None = None  # run.json's git_commit: the code the run trained with
     condition: str = ""  # assigned by assign_conditions
     role: str = ""  # grpo: baseline | dual
 
@@ -197,7 +198,8 @@ def read_run(path: Path) -> Run:
     transfer = _transfer_files(path)
     if "transfer" not in transfer:
         transfer.update(_inrun_heldout(path, rows))
-    return Run(path, kind, seed, flatten(cfg), status, rows, summary, transfer)
+    commit = meta.get("git_commit") if isinstance(meta, dict) and isinstance(meta.get("git_commit"), str) else None
+    return Run(path, kind, seed, flatten(cfg), status, rows, summary, transfer, commit)
 
 
 def load_runs(paths: list[Path]) -> tuple[list[Run], list[tuple[str, str]]]:

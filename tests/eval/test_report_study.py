@@ -200,3 +200,21 @@ def test_summary_groups_the_learning_signal_by_condition_and_names_what_stopped_
     shared = next(line for line in lines if "wm.coef=0.05" in line)
     assert "(3 runs, by seed)" in shared and "in 2, 2, 2 of 6 steps" in shared
     assert "except in runs of" in index and "slower than the baseline under" in index
+
+
+def test_the_report_records_the_commit_each_run_trained_with(study_runs, tmp_path):
+    for i, run in enumerate(sorted(study_runs.iterdir())):
+        meta = json.loads((run / "run.json").read_text())
+        meta["git_commit"] = "0516c0006108a394e61968522efe3b14f24c3227" if i else "1111111111112222222222-dirty"
+        (run / "run.json").write_text(json.dumps(meta))
+    build_report([study_runs], tmp_path / "a")
+    index = (tmp_path / "a" / "index.md").read_text()
+    assert "- Code: commits `0516c0006108` (11 runs), `111111111111`-dirty (1 run); per run in `runs.csv`." in index
+    commits = {r["run"].rsplit("/", 1)[-1]: r["commit"] for r in csv.DictReader((tmp_path / "a" / "runs.csv").open())}
+    assert len(commits) == 12 and list(commits.values()).count("0516c0006108a394e61968522efe3b14f24c3227") == 11
+    for run in study_runs.iterdir():
+        meta = json.loads((run / "run.json").read_text())
+        meta["git_commit"] = "0516c0006108a394e61968522efe3b14f24c3227"
+        (run / "run.json").write_text(json.dumps(meta))
+    build_report([study_runs], tmp_path / "b")
+    assert "- Code: commit `0516c0006108` (every run)" in (tmp_path / "b" / "index.md").read_text()
