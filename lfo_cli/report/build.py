@@ -99,7 +99,7 @@ def _tidy(rep: Report, pd) -> None:
                 recs.append((r.name, r.kind, r.condition, r.seed if r.seed is not None else -1, row["step"], tasks, k, v))
     df = pd.DataFrame(recs, columns=["run", "kind", "condition", "seed", "step", "tasks_seen", "metric", "value"])
     df = df.sort_values(["run", "step", "metric"], kind="stable")
-    rep.writer.csv("tidy.csv", df)
+    rep.writer.csv("tidy.csv.gz", df)  # every logged value: the largest file, gzipped
     runs_df = pd.DataFrame([{"run": r.name, "kind": r.kind, "condition": r.condition, "seed": r.seed,
                              "status": r.status, "rows": len(r.rows), "commit": r.commit or "",
                              "last_step": max((row["step"] for row in r.rows), default=math.nan)}

@@ -4,6 +4,7 @@ PNGs without a software or date stamp."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import math
 from pathlib import Path
@@ -64,8 +65,12 @@ class Writer:
         self.files: list[str] = []
 
     def csv(self, name: str, df) -> str:
+        """``name`` ending in ``.gz``: gzip with no timestamp, so the same table gives the same bytes."""
         text = df.to_csv(index=False, float_format="%.6g", lineterminator="\n")
-        atomic_write_text(self.out / name, text)
+        if name.endswith(".gz"):
+            atomic_write_bytes(self.out / name, gzip.compress(text.encode("utf-8"), mtime=0))
+        else:
+            atomic_write_text(self.out / name, text)
         self.files.append(name)
         return name
 

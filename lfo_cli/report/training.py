@@ -25,7 +25,7 @@ def training_sections(rep: Report, train: list[Run], varying: list[str], corr_wi
     complete = sum(r.status == "complete" for r in train)
     rep.md.append(f"## Training runs\n\n{len(train)} runs ({complete} complete) in {len(conds)} condition(s); "
                   f"conditions differ in: {', '.join(varying) or 'nothing (one condition)'}. "
-                  f"Per-run metrics: `runs.csv`; every logged value: `tidy.csv`.")
+                  f"Per-run metrics: `runs.csv`; every logged value: `tidy.csv.gz`.")
     _learning_curves(rep, cs, pd, plt)
     cond_df, eff_df, eff_rows = _run_tables(rep, cs, pd)
     pairs = efficiency_section(rep, cs, eff_df, eff_rows, pd)

@@ -29,7 +29,9 @@ def _headline_runs(root: Path, make_run, baseline_jumps=(1100, 1200, 1300), tran
 
 
 def _csv(path: Path) -> list[dict]:
-    with path.open(newline="") as fh:
+    import gzip
+
+    with (gzip.open(path, "rt", newline="") if path.suffix == ".gz" else path.open(newline="")) as fh:
         return list(csv.DictReader(fh))
 
 
@@ -67,7 +69,7 @@ def test_report_numbers_on_hand_made_runs(tmp_path, make_run):
     assert float(per_run["dual_s0"]["final_success"]) == pytest.approx(0.95)
     # difficulty / behaviour / gradient / correlation outputs exist and are referenced
     for name in ("learning_curves.png", "success_by_difficulty.png", "behaviour.png", "grad_norms.png",
-                 "wm_vs_learning_rate.png", "transfer.png", "tidy.csv", "conditions.csv", "paired_tests.csv"):
+                 "wm_vs_learning_rate.png", "transfer.png", "tidy.csv.gz", "conditions.csv", "paired_tests.csv"):
         assert (out / name).is_file(), name
     for name in ("learning_curves.png", "success_by_difficulty.png", "grad_norms.png", "transfer.png"):
         assert f"]({name})" in index
@@ -81,7 +83,7 @@ def test_report_numbers_on_hand_made_runs(tmp_path, make_run):
     assert summary["correlation"]["n"] == c.n == len(pts) >= 4
     assert summary["correlation"]["r"] == pytest.approx(c.r)
     # tidy table: one row per run x step x metric
-    tidy = _csv(out / "tidy.csv")
+    tidy = _csv(out / "tidy.csv.gz")
     assert {"run", "condition", "seed", "step", "tasks_seen", "metric", "value"} <= set(tidy[0])
     assert sum(1 for r in tidy if r["metric"] == "val/success") == 6 * 21
 
