@@ -123,10 +123,18 @@ def test_rq4_falls_back_to_token_accuracy_when_the_semantic_probe_never_varies()
     assert measure == WM_TOKEN and [p["step"] for p in points] == [10]  # step 0: no training step yet
     assert points[0]["wm_acc"] == pytest.approx(sum(range(10 - RQ4_TOKEN_WINDOW + 1, 11)) / RQ4_TOKEN_WINDOW / 100)
     assert points[0]["next_d2_gain"] == pytest.approx(1.0)
-    varied = [dict(r, **{WM_SEMANTIC: 0.1 * i}) for i, r in enumerate(rows)]
-    measure, points = rq4_points({"dual": [StudyRun(run, [0, 100, 200], [0, .1, .2], [0] * 3, varied[0], varied[-1],
-                                                    rows=varied)]})
-    assert measure == WM_SEMANTIC and [p["wm_acc"] for p in points] == [0.0, 0.1]
+    six = [{"step": s, "tasks_seen": 10 * s, "val/success/d2": 0.01 * s} for s in range(0, 60, 10)]
+
+    def study_of(semantic: list[float]) -> StudyRun:
+        rows = [dict(r, **{WM_SEMANTIC: v}) for r, v in zip(six, semantic, strict=True)]
+        return StudyRun(run, [r["tasks_seen"] for r in rows], [r["val/success/d2"] for r in rows], [0] * 6, rows[0],
+                        rows[-1], rows=rows)
+
+    measure, points = rq4_points({"dual": [study_of([0.1 * i for i in range(6)])]})
+    assert measure == WM_SEMANTIC and [p["wm_acc"] for p in points] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
+    # one reading off 0 in 15 points (as in the CPU grid) is no variation to correlate with
+    measure, _ = rq4_points({"dual": [study_of([0, 0, 0, 0, 0.03, 0]) for _ in range(3)]})
+    assert measure == WM_TOKEN
 
 
 def test_a_condition_that_never_reaches_the_threshold_gets_a_bound_not_an_interval(tmp_path):
