@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import subprocess
@@ -30,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from lfo_cli.errors import LfoError
 
 MAX_MINUTES = 20.0
 MAX_LINES = 120
@@ -46,22 +47,13 @@ def printed_lines(text: str) -> int:
 
 
 def training_signal(run_dir: Path) -> dict:
-    """Per training step of RUN_DIR's metrics.jsonl: reward variance and a policy-adapter gradient."""
-    path = Path(run_dir) / "metrics.jsonl"
-    try:
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"error: {path}: unreadable ({exc})") from None
-    steps = {}
-    for r in rows:
-        if isinstance(r, dict) and "frac_reward_zero_std" in r:
-            steps[r["step"]] = r  # the last row of a step wins, as in `lfo report`
-    def finite(x) -> bool:
-        return isinstance(x, (int, float)) and math.isfinite(x)
+    """Per training step of RUN_DIR's metrics.jsonl: reward variance and a policy-adapter gradient (read the
+    way `lfo report` reads them)."""
+    from lfo_cli.report.index import learning_signal
+    from lfo_cli.report.load import read_run
 
-    variance = sum(1 for r in steps.values() if finite(r["frac_reward_zero_std"]) and r["frac_reward_zero_std"] < 1)
-    gradient = sum(1 for r in steps.values() if finite(r.get("grad_norm/policy")) and r["grad_norm/policy"] > 0)
-    return {"steps": len(steps), "steps_with_reward_variance": variance, "steps_with_policy_gradient": gradient}
+    steps, variance, gradient = learning_signal(read_run(Path(run_dir)))
+    return {"steps": steps, "steps_with_reward_variance": variance, "steps_with_policy_gradient": gradient}
 
 
 def verdict(minutes: float | None, lines: int, signal: dict) -> dict:
@@ -119,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {log}: unreadable ({exc})", file=sys.stderr)
         return 2
-    signal = training_signal(run_dir)
+    try:
+        signal = training_signal(run_dir)
+    except LfoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     lines = printed_lines(text)
     checks = verdict(minutes, lines, signal)
     out = {"minutes": None if minutes is None else round(minutes, 2), "lines": lines, **signal, "checks": checks}
