@@ -78,10 +78,14 @@ def _root(
         # Before transformers is imported (commands import it lazily): huggingface_hub's switch, which
         # transformers reads for its "Loading weights" bars. Training and evaluation bars are lfo's/TRL's own.
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        # datasets' per-map bars ("Building labels", "Truncating train dataset", ...) as TRL prepares an SFT set.
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
         import sys
 
         if "transformers" in sys.modules:  # already imported (e.g. in-process callers): switch it off there
             sys.modules["transformers"].utils.logging.disable_progress_bar()
+        if "datasets" in sys.modules:
+            sys.modules["datasets"].disable_progress_bars()
         _quiet_known_warnings()
 
 

@@ -48,3 +48,17 @@ def test_square_brackets_in_help_survive_rich_markup(name, text):
     """Rich reads `[gpu]` as a style tag and drops it unless escaped."""
     result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0 and text in result.output
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_quiet_console_hides_datasets_bars_unless_verbose(verbose):
+    # TRL's SFT preparation maps the dataset three times ("Building labels", "Truncating", ...); each map
+    # draws a datasets progress bar, which lfo hides unless --verbose.
+    code = (
+        "import os, sys; os.environ.pop('HF_DATASETS_DISABLE_PROGRESS_BARS', None);"
+        "from lfo_cli.cli import _root;"
+        f"_root(version=False, verbose={verbose});"
+        "import datasets; datasets.Dataset.from_dict({'x': list(range(50))}).map(lambda r: r, desc='Mapping rows')"
+    )
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    assert ("Mapping rows" in err) is verbose

@@ -165,7 +165,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         use_cpu=not torch.cuda.is_available(),
         bf16=cfg.model.dtype == "bfloat16",
         dataloader_num_workers=0,
-        gradient_checkpointing=False,  # TRL's SFT default recomputes activations: ~1/3 more compute, no need here
+        activation_checkpointing=False,  # TRL's SFT default recomputes activations: ~1/3 more compute, no need here
         train_sampling_strategy="group_by_length",  # similar lengths per batch: far less padding on CPU
     )
     trainer = SFTTrainer(
