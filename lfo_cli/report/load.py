@@ -182,7 +182,8 @@ def read_run(path: Path) -> Run:
         if not isinstance(cfg, dict) or "task" not in cfg:
             raise LfoError(f"{path}/config.json: not a WMIL config (no 'task')")
         status = "complete" if summary else "incomplete"
-        return Run(path, "wmil", cfg.get("seed"), flatten(cfg), status, rows, summary)
+        meta = read_json(path / "run_metadata.json") if (path / "run_metadata.json").is_file() else {}
+        return Run(path, "wmil", cfg.get("seed"), flatten(cfg), status, rows, summary, commit=_commit(meta))
     meta = read_json(path / "run.json") if (path / "run.json").is_file() else {}
     cfg: Any = None
     if (path / "recipe.yaml").is_file():
@@ -198,8 +199,13 @@ def read_run(path: Path) -> Run:
     transfer = _transfer_files(path)
     if "transfer" not in transfer:
         transfer.update(_inrun_heldout(path, rows))
-    commit = meta.get("git_commit") if isinstance(meta, dict) and isinstance(meta.get("git_commit"), str) else None
-    return Run(path, kind, seed, flatten(cfg), status, rows, summary, transfer, commit)
+    return Run(path, kind, seed, flatten(cfg), status, rows, summary, transfer, _commit(meta))
+
+
+def _commit(meta: Any) -> str | None:
+    """The git commit a run's metadata records (run.json for training, run_metadata.json for WMIL)."""
+    value = meta.get("git_commit") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def load_runs(paths: list[Path]) -> tuple[list[Run], list[tuple[str, str]]]:

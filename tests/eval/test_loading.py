@@ -1,12 +1,15 @@
-"""A damaged run dir is one `error:` line and exit 2, never a traceback."""
+"""Reading run dirs: a damaged one is one `error:` line and exit 2, never a traceback; what a run records is read."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import yaml
 from typer.testing import CliRunner
+
+from lfo_cli.report.load import read_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "train"))
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402
@@ -47,3 +50,11 @@ def test_truncated_adapter_weights_are_one_error_line(tmp_path):
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "adapter_model.safetensors" in lines[0]
     assert "Traceback" not in result.output
+
+
+def test_a_wmil_run_reports_the_commit_it_trained_with(tmp_path, make_wmil):
+    run = make_wmil(tmp_path, "wmil_s0", seed=0, wm_coef=1.0, rise=0.2)
+    assert read_run(run).commit is None  # nothing recorded: nothing claimed
+    # `lfo wmil train` records its code in run_metadata.json (training runs: run.json)
+    (run / "run_metadata.json").write_text(json.dumps({"git_commit": "cf7e8594e245e3ba4fdb5594e4f8789af7dc5eb7"}))
+    assert read_run(run).commit == "cf7e8594e245e3ba4fdb5594e4f8789af7dc5eb7"
