@@ -20,6 +20,7 @@ order and the validation episodes), with the statistics of :mod:`lfo_cli.eval.co
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -311,9 +312,8 @@ def rq4_points(runs: dict[str, list[StudyRun]]) -> tuple[str | None, list[dict]]
 
     semantic = collect(lambda s, row: row.get(WM_SEMANTIC))
     if semantic:  # varies enough to correlate: at least 4 points, and a tenth, away from its most common value
-        values = [p["wm_acc"] for p in semantic]
-        off_mode = len(values) - max(values.count(v) for v in set(values))
-        if off_mode >= max(4, len(values) / 10):
+        off_mode = len(semantic) - Counter(p["wm_acc"] for p in semantic).most_common(1)[0][1]
+        if off_mode >= max(4, len(semantic) / 10):
             return WM_SEMANTIC, semantic
 
     def token_acc(s: StudyRun, row: dict) -> float | None:
