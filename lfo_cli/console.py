@@ -1,9 +1,12 @@
-"""The training console (GRPO and the warm start's SFT): transformers' progress bar (with its total), and one compact line per log row
-instead of the raw dict of every metric (those are all in ``metrics.jsonl`` and any ``report_to`` tracker)."""
+"""The training console (GRPO and the warm start's SFT): lfo's progress (a rich bar on a terminal, plain
+lines with step/total, rate and ETA in a log) and one compact line per log row instead of the raw dict
+of every metric (those are all in ``metrics.jsonl`` and any ``report_to`` tracker). No tqdm bar."""
 
 from __future__ import annotations
 
-from transformers.trainer_callback import ProgressCallback
+from transformers import TrainerCallback
+
+from lfo_cli.progress import ProgressLog
 
 # (metric, label, format) shown on a training step's line, when logged.
 STEP_FIELDS = (("loss", "loss", ".4f"), ("mean_token_accuracy", "token acc", ".3f"), ("reward", "reward", ".3f"), ("frac_reward_zero_std", "zero-var groups", ".2f"),
@@ -31,11 +34,57 @@ def format_log(logs: dict, step: int, max_steps: int) -> str | None:
     return f"step {step}/{max_steps}: {text}" if text else None
 
 
-class CompactProgress(ProgressCallback):
-    """`ProgressCallback` whose log lines are :func:`format_log`'s instead of ``str(logs)``."""
+class TrainerProgress(TrainerCallback):
+    """lfo's progress for a transformers/TRL Trainer, in place of transformers' tqdm ``ProgressCallback``
+    (and of ``PrinterCallback``'s raw metric dicts): a rich bar on a terminal, plain lines with
+    step/total, rate and ETA in a log (:class:`~lfo_cli.progress.ProgressLog`), and one compact line
+    per log row (:func:`format_log`). :func:`use_lfo_progress` installs it on a trainer."""
+
+    def __init__(self, label: str, **progress_kwargs):
+        self.label, self.kwargs = label, progress_kwargs
+        self.plog: ProgressLog | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.plog = ProgressLog(self.label, state.max_steps, unit="step", start=state.global_step, **self.kwargs)
+        self.pending: int | None = None
+
+    # The Trainer calls on_step_end before the step's on_log: a step's progress is shown at its log line
+    # when it has one (with rate and ETA), else at the next step's start or the end.
+    def _flush(self) -> None:
+        if self.plog is not None and self.pending is not None:
+            self.plog.update(self.pending)
+        self.pending = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._flush()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.pending = state.global_step
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero and self.training_bar is not None and logs:
+        if self.plog is not None and logs:
             line = format_log(logs, state.global_step, state.max_steps)
-            if line:
-                self.training_bar.write(line)
+            if line and line.startswith("step "):
+                self.plog.update(state.global_step, quiet=True)
+                self.pending = None
+                self.plog.log(line, with_status=True)
+            elif line:
+                self.plog.log(line)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._flush()
+        if self.plog is not None:
+            self.plog.close()
+
+
+def use_lfo_progress(trainer, label: str, **progress_kwargs) -> TrainerProgress:
+    """Swap the Trainer's own console callbacks (tqdm bar, or the metric-dict printer when tqdm is
+    disabled) for :class:`TrainerProgress`; the logs still reach metrics.jsonl and every tracker."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    callback = TrainerProgress(label, **progress_kwargs)
+    trainer.add_callback(callback)
+    return callback

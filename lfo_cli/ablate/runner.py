@@ -32,6 +32,7 @@ import yaml
 from lfo_cli.ablate.grid import Cell, Grid, cell_argv, format_value
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_text
+from lfo_cli.progress import ProgressLog
 
 COMPLETE_MARKER = ".complete"
 
@@ -166,9 +167,6 @@ def child_env(parallel: int) -> dict[str, str]:
 def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, show: bool = True,
              poll_s: float = 0.2) -> list[Record]:
     """Run every incomplete cell; return one :class:`Record` per cell (in grid order)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     if parallel < 1:
         raise LfoError(f"--parallel must be >= 1, got {parallel}")
     runs_dir = Path(runs_dir)
@@ -188,14 +186,13 @@ def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, s
     todo = [r for r in records if r.status != "complete"]
     write_runs_csv(runs_csv, grid, records)
 
-    console = Console(stderr=True)
-    columns = [TextColumn("[bold]ablate {task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("failed {task.fields[failed]}  running: {task.fields[running]}"), TimeElapsedColumn()]
     running: dict[str, tuple[Record, subprocess.Popen, float, object]] = {}
     failed = 0
-    # auto_refresh=False: no refresh thread, so forking children (preexec_fn) is safe.
-    with Progress(*columns, console=console, disable=not show, auto_refresh=False, transient=False) as bar:
-        job = bar.add_task(grid.name, total=len(records), completed=len(records) - len(todo), failed=0, running="-")
+    done = len(records) - len(todo)
+    # A bar on a terminal, plain lines with cells done/total, rate and ETA in a log (ProgressLog draws
+    # without a refresh thread, so forking children with preexec_fn is safe).
+    with ProgressLog(f"ablate {grid.name}", len(records), unit="cell", start=done, stream=sys.stderr,
+                     enabled=show) as bar:
         queue = list(todo)
         try:
             while queue or running:
@@ -213,8 +210,7 @@ def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, s
                     rec.status, rec.note = "running", ("resumed" if resume else "")
                     running[rec.cell.cell_id] = (rec, proc, time.monotonic(), logfh)
                     write_runs_csv(runs_csv, grid, records)
-                    bar.update(job, running=", ".join(running) or "-")
-                    bar.refresh()
+                    bar.update(done, note=f"failed {failed} · running: {', '.join(running) or '-'}")
                 for cid in list(running):
                     rec, proc, t0, logfh = running[cid]
                     code = proc.poll()
@@ -231,7 +227,8 @@ def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, s
                         rec.note = (f"exit code {code}; see {rec.log}" if code != 0 else
                                     f"exit code 0 but no summary.json with status complete; see {rec.log}")
                     write_runs_csv(runs_csv, grid, records)
-                    bar.update(job, advance=1, failed=failed, running=", ".join(running) or "-")
+                    done += 1
+                    bar.update(done, note=f"failed {failed} · running: {', '.join(running) or '-'}")
                 bar.refresh()
                 if running:
                     time.sleep(poll_s)

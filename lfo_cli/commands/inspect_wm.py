@@ -39,14 +39,14 @@ def inspect_wm(
 
       lfo inspect-wm runs/dual_s0 --split transfer --probe --json
     """
-    from lfo_cli.env import load_world, read_trajectories_jsonl
+    from lfo_cli.env import read_trajectories_jsonl
     from lfo_cli.eval.inspect_wm import PHONE, evaluate_world_model, probe_scores, recorded_phone_calls
-    from lfo_cli.eval.loading import load_run_model, run_recipe
+    from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 
     if split not in ("val", "transfer", "train"):
         raise LfoError(f"--split must be val, transfer or train, got '{split}'")
     recipe = run_recipe(run_dir)
-    world = load_world(data_dir or recipe.get("data", {}).get("dir", "data"))
+    world = load_run_world(run_dir, data_dir)
     if trajectories is not None:
         trajs = read_trajectories_jsonl(trajectories)
         calls = [t for tr in trajs for t in tr.transitions if t.action.get("tool") == PHONE]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from lfo_cli.commands._common import ForceOpt, JsonOpt, handle_errors, print_json
+from lfo_cli.errors import LfoError
 
 app = typer.Typer(
     help=(
@@ -14,6 +16,7 @@ app = typer.Typer(
         "Examples:\n\n"
         "  lfo models list\n\n"
         "  lfo models build micro\n\n"
+        "  lfo models build warmstart_micro_long --force\n\n"
         "  lfo models list --json"
     ),
     no_args_is_help=True,
@@ -39,16 +42,19 @@ def _params(n: int | None) -> str:
 @app.command("list")
 @handle_errors
 def list_(json_out: JsonOpt = False) -> None:
-    """List the embedded tiers with parameter count, size on disk and cache state."""
+    """List the embedded tiers (parameter count, size on disk, cache state) and the cached warm starts (SFT
+    steps done of those their recipe plans, and whether each is complete). Reads no weights and no torch."""
     from lfo_cli.models.registry import list_models
+    from lfo_cli.models.warmstart_cache import list_warmstarts
 
-    rows = list_models()
+    rows, warm = list_models(), list_warmstarts()
     if json_out:
-        print_json(rows)
+        print_json({"models": rows, "warmstarts": warm})
         return
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
     table = Table(title="lfo models")
     for col in ("name", "parameters", "size", "cache", "description"):
         table.add_column(col)
@@ -57,27 +63,66 @@ def list_(json_out: JsonOpt = False) -> None:
         if r.get("error"):
             state = f"[red]{r['error']}[/red]"
         table.add_row(r["name"], _params(r["num_parameters"]), _human(r["size_bytes"]), state, r["description"])
-    Console().print(table)
-    Console().print(f"cache: {rows[0]['path'].rsplit('/', 1)[0] if rows else ''}")
+    console.print(table)
+    if warm:
+        ws = Table(title="warm starts")
+        for col in ("recipe", "key", "SFT steps", "threads", "state", "built", "minutes", "size"):
+            ws.add_column(col)
+        for r in warm:
+            steps = "-" if r["steps"] is None else (f"{r['steps']}/{r['planned_steps']}" if r["planned_steps"]
+                                                    else f"{r['steps']} (plan not recorded)")
+            colour = "green" if r["state"] == "complete" else "red"
+            ws.add_row(r["recipe"] or "-", r["key"], steps, str(r["threads"] or "-"),
+                       f"[{colour}]{r['state']}[/{colour}]", (r["built_at"] or "-")[:16],
+                       "-" if r["minutes"] is None else f"{r['minutes']:g}", _human(r["size_bytes"]))
+        console.print(ws)
+    cache_dir = rows[0]["path"].rsplit("/", 2)[0] if rows else ""
+    console.print(f"cache: {cache_dir}")
+    if any(r["state"] != "complete" for r in warm):
+        console.print("a warm start that is not complete is refused; rebuild it: lfo models build RECIPE --force")
 
 
 @app.command("build")
 @handle_errors
 def build(
-    name: Annotated[str, typer.Argument(help="Embedded tier: micro or smollm2-135m.")],
+    name: Annotated[str, typer.Argument(help="An embedded tier (micro, smollm2-135m) or a warm-start recipe "
+                                        "(e.g. warmstart_micro_long).")],
     force: ForceOpt = False,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="World of a warm start (default: its "
+                                                  "recipe's data.dir).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Build (or rebuild with --force) an embedded tier's cache entry; loading does this on demand."""
+    """Build (or rebuild with --force) a tier's or a warm start's cache entry; training builds them on demand.
+
+    Examples:
+
+      lfo models build micro
+
+      lfo models build warmstart_demo --force
+    """
     import time
 
     from lfo_cli.models import cache
-    from lfo_cli.models.registry import ensure_model
+    from lfo_cli.models.registry import REGISTRY, ensure_model
 
     t0 = time.perf_counter()
-    path = ensure_model(name, force=force)
+    if name in REGISTRY:
+        if data_dir is not None:
+            raise LfoError("--data-dir applies to warm-start recipes, not to embedded tiers")
+        path = ensure_model(name, force=force)
+    else:
+        from lfo_cli import recipes
+        from lfo_cli.models.warmstart import ensure_warmstart
+
+        if name.endswith((".yaml", ".yml")) or "/" in name or name in recipes.available_recipes():
+            path = ensure_warmstart(name, data_dir=data_dir, force=force).parent
+        else:
+            raise LfoError(f"unknown embedded model or warm-start recipe '{name}' (tiers: {', '.join(REGISTRY)}; "
+                           f"warm starts: the warmstart_* recipes in `lfo train --list`)")
     info = cache.entry_info(path) or {}
     if json_out:
         print_json({"path": str(path), "seconds": round(time.perf_counter() - t0, 2), **info})
-    else:
+    elif name in REGISTRY:
         typer.echo(f"{name}: {path} ({_params(info.get('num_parameters'))} parameters)")
+    else:
+        typer.echo(f"{name}: {path} ({info.get('train/steps')} SFT steps)")

@@ -144,6 +144,11 @@ def train(
             atomic_write_text(run_dir / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
             meta = run_metadata(seed=getattr(rec.config, "seed", None), config=rec.resolved)
             meta.update(recipe=rec.name, recipe_chain=rec.chain, kind=rec.kind)
+            data_dir = (rec.resolved.get("data") or {}).get("dir")
+            if data_dir is not None:  # the world it trains on: evaluations find it, and refuse another
+                from lfo_cli.env.world_files import world_fingerprint
+
+                meta["world"] = {"dir": str(Path(data_dir).resolve()), "fingerprint": world_fingerprint(data_dir)}
             atomic_write_json(run_dir / "run.json", meta)
 
     runner = recipes.runner_for(rec.kind)
@@ -165,7 +170,10 @@ def _warmstart_note(rec) -> None:
     if st["cached"]:
         took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""
         typer.echo(f"warm start '{ws}': cached at {st['path']}{took}", err=True)
+    elif st["state"] != "not built":
+        typer.echo(f"warm start '{ws}': the cached entry at {st['path']} is {st['state']} and will be refused; "
+                   f"rebuild it with `lfo models build {ws} --force`", err=True)
     else:
-        bound = f"; its SFT stops after at most {st['max_minutes']:g} min" if st["max_minutes"] else ""
+        bound = f"; its time guard fails the build after {st['max_minutes']:g} min" if st["max_minutes"] else ""
         typer.echo(f"warm start '{ws}': not built yet, so the first run builds it before training "
                    f"(`lfo train --recipe {ws}` builds it alone{bound})", err=True)

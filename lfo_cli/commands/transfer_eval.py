@@ -46,11 +46,10 @@ def transfer_eval(
 
       lfo transfer-eval runs/dual_s0 --split val --difficulty 1 --samples 8 --against-base
     """
-    from rich.progress import Progress
-
     from lfo_cli.eval.transfer import eval_file_name, eval_parameters
     from lfo_cli.eval.transfer import transfer_eval as evaluate
     from lfo_cli.io import atomic_write_json
+    from lfo_cli.progress import ProgressLog
 
     if split not in ("transfer", "val", "both", "train"):
         raise LfoError(f"--split must be transfer, val, both or train, got '{split}'")
@@ -63,12 +62,19 @@ def transfer_eval(
     target = out or Path(run_dir) / "evals" / eval_file_name(params)
     if target.exists():  # checked before the (long) evaluation
         raise LfoError(f"{target} exists (an evaluation with these parameters); --out FILE writes another")
-    with Progress(transient=True, disable=json_out) as progress:
-        task = progress.add_task("rolling out", total=None)
+    with ProgressLog("transfer-eval", None, unit="episode", enabled=not json_out) as plog:
+        passes = {"offset": 0, "done": 0, "total": 0}  # one pass per split (and per base): counted end to end
+
+        def hook(done: int, total: int) -> None:
+            if done < passes["done"]:
+                passes["offset"] += passes["total"]
+            passes.update(done=done, total=total)
+            plog.update(passes["offset"] + done, total=passes["offset"] + total)
+
         result = evaluate(run_dir, splits, samples=samples, max_tasks=max_tasks, temperature=temperature,
                           seed=seed, backend=backend, data_dir=data_dir,
                           difficulties=tuple(difficulty) if difficulty else None, against_base=against_base,
-                          progress=lambda done, total: progress.update(task, completed=done, total=total))
+                          progress=hook)
     if target.exists():
         raise LfoError(f"{target} appeared during the evaluation; not overwritten (--out FILE writes another)")
     atomic_write_json(target, {**result, "file": str(target)})

@@ -56,6 +56,19 @@ def write_world(world: WorldData, out_dir: str | Path, force: bool = False) -> d
     return manifest
 
 
+def world_fingerprint(data_dir: str | Path) -> str | None:
+    """A world's identity: the sha256 (first 12 hex digits) of its manifest, which holds the generator
+    version, seed, config and every file's checksum. None when ``data_dir`` holds no manifest."""
+    import hashlib
+
+    from lfo_cli.io import dumps_canonical, read_json
+
+    path = Path(data_dir) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    return hashlib.sha256(dumps_canonical(read_json(path)).encode()).hexdigest()[:12]
+
+
 def _req(row: dict, key: str, typ, where: str):
     if key not in row:
         raise LfoError(f"{where}: missing key {key!r}")

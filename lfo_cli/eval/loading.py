@@ -25,6 +25,37 @@ def run_recipe(run_dir: str | Path) -> dict[str, Any]:
     return read_run_recipe(run_dir)
 
 
+def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None):
+    """The world a run was trained on: ``data_dir`` if given, else the recipe's ``data.dir`` from here, else
+    the absolute path recorded at training. A world whose manifest differs from the one recorded in the
+    run's ``run.json`` is refused (it would evaluate the run on tasks it never saw, silently)."""
+    from lfo_cli.env import load_world
+    from lfo_cli.env.world_files import MANIFEST_FILE, world_fingerprint
+    from lfo_cli.io import read_json
+
+    run_dir = Path(run_dir)
+    recorded = {}
+    if (run_dir / "run.json").is_file():
+        recorded = read_json(run_dir / "run.json").get("world") or {}
+    want = recorded.get("fingerprint")
+    named = f"world {want}" if want else "a world not recorded in its run.json"
+    if data_dir is None:
+        relative = Path(run_recipe(run_dir).get("data", {}).get("dir", "data"))
+        candidates = [relative] + ([Path(recorded["dir"])] if recorded.get("dir") else [])
+        data_dir = next((c for c in candidates if (c / MANIFEST_FILE).is_file()), None)
+        if data_dir is None:
+            raise LfoError(f"{run_dir} was trained on {named} (data.dir {relative}), which is not found from "
+                           f"{Path.cwd()}; pass --data-dir DIR holding that world (`lfo gen-env` writes one)")
+        where = f"{data_dir} (the run's data.dir)"
+    else:
+        where = f"--data-dir {data_dir}"
+    found = world_fingerprint(data_dir)
+    if want and found is not None and found != want:
+        raise LfoError(f"{where} holds world {found}, but {run_dir} was trained on world {want}; "
+                       "pass --data-dir DIR holding the run's world")
+    return load_world(data_dir)
+
+
 def base_model_of(run_dir: str | Path, which: str = "policy") -> str:
     """The run's base model on this machine: the path its adapters were trained on when it still exists,
     else the portable reference in summary.json resolved here (`lfo_cli.models.base_ref`)."""

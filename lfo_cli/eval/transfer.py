@@ -121,15 +121,14 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
                   backend: str = "transformers", data_dir: str | Path | None = None,
                   difficulties: tuple[int, ...] | None = None, against_base: bool = False,
                   progress=None) -> dict[str, Any]:
-    from lfo_cli.env import load_world
     from lfo_cli.errors import LfoError
-    from lfo_cli.eval.loading import load_run_model, run_recipe
+    from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
     from lfo_cli.models.agent_eval import evaluate_agent
     from lfo_cli.stats import paired_test
 
     run_dir = Path(run_dir)
     recipe = run_recipe(run_dir)
-    world = load_world(data_dir or recipe.get("data", {}).get("dir", "data"))
+    world = load_run_world(run_dir, data_dir)
     max_turns = int(recipe.get("trainer", {}).get("max_tool_calling_iterations", 16))
     if against_base and backend == "vllm":
         raise LfoError("--against-base runs on the transformers backend (it switches the adapter off in place)")

@@ -44,7 +44,8 @@ def evaluate_agent(
     department order, phone calls, forms, invalid calls).
 
     Each assistant turn is sampled at ``temperature`` from the chat-templated conversation and
-    parsed with TRL's ``parse_response`` (the GRPO tool loop's parser). A turn is a *valid tool
+    parsed with TRL's ``parse_response`` (the GRPO tool loop's parser). ``progress(done, total)`` is called
+    after every generation round with the episodes finished so far out of all of ``tasks``. A turn is a *valid tool
     call* when it holds exactly one call to a known tool with an argument object. A turn without a
     tool call ends the episode, as in TRL.
     """
@@ -121,7 +122,7 @@ def evaluate_agent(
                     still.append(i)
             active = still
             if progress is not None:
-                progress(len(chunk) - len(active), len(chunk))
+                progress(start + len(chunk) - len(active), len(tasks))
         for env, task, how in zip(envs, chunk, ended_by, strict=True):
             info = env.info()
             episodes.append({"task_id": task.task_id, "difficulty": task.difficulty, "success": bool(info["success"]),

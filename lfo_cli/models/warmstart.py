@@ -33,15 +33,29 @@ from lfo_cli.models import cache
 from lfo_cli.models import prompts as P
 from lfo_cli.models.agent_eval import evaluate_agent, stratified_tasks, summarize_eval
 from lfo_cli.models.sft_data import collect_sft_trajectories, load_world_for, tokenize_trajectories
-from lfo_cli.models.warmstart_cache import register_in_cache, resolve_config, warmstart_cache_path
+from lfo_cli.models.warmstart_cache import (
+    check_entry,
+    register_in_cache,
+    resolve_config,
+    warmstart_cache_path,
+)
 from lfo_cli.models.warmstart_config import WarmStartConfig
 from lfo_cli.models.warmstart_outputs import print_summary, write_eval_tables
+from lfo_cli.progress import ProgressLog, episode_progress
+
+
+class TimeGuardTripped(LfoError):
+    """The SFT ran past ``train.max_minutes``: the build fails and nothing is cached."""
 
 
 def _metrics_callback(path: Path, deadline: float | None):
+    """metrics.jsonl rows, and the time guard: past ``deadline`` the SFT stops (with a checkpoint for
+    ``--resume``) and :func:`run_warmstart` fails instead of saving a model that is not the recipe's."""
     from transformers import TrainerCallback
 
     class _Cb(TrainerCallback):
+        tripped = False
+
         def on_log(self, args, state, control, logs=None, **kw):
             if logs:
                 row = {"step": state.global_step, "epoch": state.epoch}
@@ -52,12 +66,18 @@ def _metrics_callback(path: Path, deadline: float | None):
                 append_jsonl(path, row)
 
         def on_step_end(self, args, state, control, **kw):
-            if deadline is not None and time.time() > deadline:
+            if deadline is not None and time.time() > deadline and state.global_step < state.max_steps:
+                self.tripped = True
                 control.should_training_stop = True
                 control.should_save = True
             return control
 
     return _Cb()
+
+
+def _in_cache(out_dir: Path) -> bool:
+    """Is ``out_dir`` a cache build's temporary dir (not a CLI run dir)?"""
+    return (cache.lfo_home() / "warmstart").resolve() in Path(out_dir).resolve().parents
 
 
 def _last_checkpoint(ckpt_dir: Path) -> str | None:
@@ -73,10 +93,8 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     import numpy as np
     import torch
     from datasets import Dataset
-    from rich.progress import Progress
     from transformers import set_seed
     from trl import SFTConfig, SFTTrainer
-    from trl.trainer.callbacks import RichProgressCallback
 
     from lfo_cli.env.trl_env import CustomerServiceEnv
     from lfo_cli.models.registry import load_model
@@ -168,17 +186,23 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         activation_checkpointing=False,  # TRL's SFT default recomputes activations: ~1/3 more compute, no need here
         train_sampling_strategy="group_by_length",  # similar lengths per batch: far less padding on CPU
     )
+    guard = _metrics_callback(out_dir / "metrics.jsonl", deadline)
     trainer = SFTTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config,
-        callbacks=[RichProgressCallback(), _metrics_callback(out_dir / "metrics.jsonl", deadline)],
+        callbacks=[guard],
     )
-    # disable_tqdm makes transformers add a PrinterCallback that prints every log row as a dict; the rich bar
-    # shows progress and metrics.jsonl keeps the rows.
-    from transformers.trainer_callback import PrinterCallback
+    from lfo_cli.console import use_lfo_progress
 
-    trainer.remove_callback(PrinterCallback)
+    use_lfo_progress(trainer, "warm start SFT")  # a bar on a terminal, plain lines with step/total and ETA in a log
     resume_from = _last_checkpoint(ckpt_dir) if resume else None
     train_out = trainer.train(resume_from_checkpoint=resume_from)
+    planned = trainer.state.max_steps
+    if guard.tripped:
+        raise TimeGuardTripped(
+            f"the warm start's SFT passed its time guard train.max_minutes={cfg.train.max_minutes:g} after "
+            f"{trainer.state.global_step} of its {planned} steps; nothing was cached (the recipe's steps define "
+            f"its model): raise or drop train.max_minutes"
+            + (f", or continue with `lfo train --resume {out_dir}`" if not _in_cache(out_dir) else ""))
     trained = trainer.model
     if peft_config is not None:
         trained = trained.merge_and_unload()
@@ -191,9 +215,10 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         tokenizer.save_pretrained(tmp)
     train_stats = {
         "train/steps": trainer.state.global_step,
+        "train/planned_steps": planned,  # what the recipe defines: a cached model has trained all of them
+        "train/threads": torch.get_num_threads(),
         "train/loss": float(train_out.training_loss),
         "train/seconds": round(time.time() - t_start, 1),
-        "train/stopped_by_budget": bool(deadline is not None and time.time() > deadline),
     }
 
     # ---- evaluation ----
@@ -209,19 +234,11 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
                                        rollouts_per_task=cfg.eval.samples_per_task)
         val = [t for t in val for _ in range(cfg.eval.samples_per_task)]  # as `lfo transfer-eval --samples`
         t_eval = time.time()
-        with Progress() as bar:
-            task = bar.add_task("[green]Evaluating (episodes done)", total=len(val))
-            done = {"n": 0}
-
-            def _progress(finished: int, total: int, _b=bar, _t=task, _d=done) -> None:
-                _b.update(_t, completed=_d["n"] + finished)
-                if finished == total:
-                    _d["n"] += total
-
+        with ProgressLog("warm start evaluation", len(val), unit="episode") as plog:
             result = evaluate_agent(
                 trained, tokenizer, world, val, temperature=cfg.eval.temperature, max_turns=cfg.eval.max_turns,
                 max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size, seed=cfg.seed,
-                progress=_progress,
+                progress=episode_progress(plog),
             )
         summary.update(summarize_eval(result, teacher))
         summary["eval/temperature"] = cfg.eval.temperature
@@ -233,8 +250,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     summary["total_seconds"] = round(time.time() - t_start, 1)
     summary["model_dir"] = "model"  # relative to the run dir
     atomic_write_json(out_dir / "summary.json", summary)
-    warm_root = (cache.lfo_home() / "warmstart").resolve()
-    if warm_root not in out_dir.resolve().parents:
+    if not _in_cache(out_dir):
         summary["cache_dir"] = str(register_in_cache(cfg, out_dir) or warmstart_cache_path(cfg))
     print_summary(summary)
     if cfg.eval.min_valid_rate is not None and cfg.eval.num_tasks > 0:
@@ -247,22 +263,26 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
 
 def ensure_warmstart(
     recipe_name_or_cfg: str | WarmStartConfig, *, data_dir: str | Path | None = None, overrides: list[str] | None = None,
-    build: bool = True,
+    build: bool = True, force: bool = False,
 ) -> Path:
     """The warm-started base checkpoint for a recipe (``$LFO_HOME/warmstart/NAME-KEY/model``),
-    trained now if not cached (``build=False``: an error instead). ``data_dir`` points the warm start
-    at the trainer's world."""
+    trained now if not cached (``build=False``: an error instead; ``force``: rebuilt even if cached).
+    ``data_dir`` points the warm start at the trainer's world. A cached entry that is not the recipe's
+    model (budget-stopped, foreign) is refused with one line saying how to rebuild it."""
     name, cfg = resolve_config(recipe_name_or_cfg, overrides)
     if data_dir is not None:
         cfg.data.dir = Path(data_dir)
     load_world_for(cfg)  # fail early with the gen-env hint
     path = warmstart_cache_path(cfg)
+    if cache.is_complete(path) and not force:
+        check_entry(path, name)
+        return path / "model"
     if not build and not cache.is_complete(path):
         raise LfoError(
             f"warm start '{name}' is not built yet ({path}); build it once in a plain process first: "
             f"lfo train --recipe {recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else '<warm-start recipe>'}"
             f" --out runs/{name}"
         )
-    cache.build_once(path, lambda tmp: {"recipe": name, "key": path.name, **run_warmstart(cfg, tmp)})
+    cache.build_once(path, lambda tmp: {**run_warmstart(cfg, tmp), "recipe": name, "key": path.name}, force=force)
     return path / "model"
 

@@ -38,6 +38,11 @@ def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[st
 NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {"data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0}}
 
 
+# Train options that do not change the weights, left out of the key: the thread count (1 and 2 threads give
+# the same bytes, tested), the time guard (a build that trips it caches nothing), and logging/checkpoint cadence.
+BOOKKEEPING_TRAIN_FIELDS = ("threads", "max_minutes", "logging_steps", "save_steps")
+
+
 def warmstart_key(cfg: WarmStartConfig) -> str:
     """Hash of the resolved config, the data manifest and the base model's identity."""
     from lfo_cli.env.world_files import MANIFEST_FILE
@@ -62,13 +67,45 @@ def warmstart_key(cfg: WarmStartConfig) -> str:
             if payload["config"][section].get(name) == neutral:
                 del payload["config"][section][name]
     payload["config"]["eval"] = None  # evaluation does not change the checkpoint
-    payload["config"]["train"].pop("threads", None)  # nor does the thread count
+    for bookkeeping in BOOKKEEPING_TRAIN_FIELDS:  # nor do these (the thread count: tests/models/test_warmstart_reproducible.py)
+        payload["config"]["train"].pop(bookkeeping, None)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def warmstart_cache_path(cfg: WarmStartConfig) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in cfg.model.name.strip("/"))[-60:]
     return cache.lfo_home() / "warmstart" / f"{safe}-{warmstart_key(cfg)}"
+
+
+def entry_state(path: Path) -> tuple[str, dict[str, Any]]:
+    """``(state, marker)`` of a warm-start cache entry. States: ``complete`` (every planned SFT step, built
+    under this key), ``budget-stopped`` (an older build cut by its wall-clock budget), ``foreign`` (its
+    marker records another key: copied or renamed), ``not built``."""
+    info = cache.entry_info(path)
+    if info is None:
+        return "not built", {}
+    steps, planned = info.get("train/steps"), info.get("train/planned_steps")
+    if info.get("train/stopped_by_budget") or (isinstance(planned, int) and isinstance(steps, int) and steps < planned):
+        return "budget-stopped", info
+    if info.get("key") != Path(path).name:
+        return "foreign", info
+    return "complete", info
+
+
+def check_entry(path: Path, name: str) -> dict[str, Any]:
+    """The marker of a usable cached warm start, else an LfoError (one line) saying how to rebuild it."""
+    state, info = entry_state(path)
+    rebuild = f"rebuild it with `lfo models build {name} --force`"
+    if state == "budget-stopped":
+        steps = info.get("train/steps")
+        raise LfoError(f"warm start '{name}' at {path} stopped at its time budget after {steps} SFT steps: not the "
+                       f"model its recipe defines; {rebuild}")
+    if state == "foreign":
+        raise LfoError(f"warm start '{name}' at {path} is foreign: its marker records key {info.get('key')!r}, not "
+                       f"{Path(path).name!r} (copied or renamed from another build); {rebuild}")
+    if state == "not built":
+        raise LfoError(f"warm start '{name}' is not built ({path})")
+    return info
 
 
 def register_in_cache(cfg: WarmStartConfig, out_dir: Path) -> Path | None:
@@ -80,22 +117,48 @@ def register_in_cache(cfg: WarmStartConfig, out_dir: Path) -> Path | None:
     def _copy(tmp: Path) -> dict:
         shutil.copytree(Path(out_dir) / "model", tmp / "model")
         summary = read_json(Path(out_dir) / "summary.json") if (Path(out_dir) / "summary.json").is_file() else {}
-        return {"key": path.name, "copied_from": str(out_dir), **summary}
+        run = read_json(Path(out_dir) / "run.json") if (Path(out_dir) / "run.json").is_file() else {}
+        recipe = Path(str(run.get("recipe"))).stem if run.get("recipe") else None
+        return {**summary, "recipe": recipe, "key": path.name, "copied_from": str(out_dir)}
 
     return cache.build_once(path, _copy)
 
 
 def warmstart_status(recipe_name: str, data_dir: str | Path | None = None) -> dict[str, Any]:
-    """Is a warm start built, and what did its build take (for `lfo train --dry-run`): ``cached``, ``path``,
-    ``minutes`` (the cached build's SFT + evaluation, when recorded) and ``max_minutes`` (its SFT's safety stop)."""
-    from lfo_cli.models import cache
-
+    """Is a warm start built, and what did its build take (for `lfo train --dry-run`): ``cached`` (a usable
+    entry), ``state`` (:func:`entry_state`), ``path``, ``minutes`` (the cached build's SFT + evaluation, when
+    recorded) and ``max_minutes`` (its SFT's time guard)."""
     name, cfg = resolve_config(recipe_name)
     if data_dir is not None:
         cfg.data.dir = Path(data_dir)
     path = warmstart_cache_path(cfg)
-    info = cache.entry_info(path) if cache.is_complete(path) else None
-    seconds = (info or {}).get("total_seconds")
-    return {"recipe": name, "path": str(path), "cached": info is not None,
+    state, info = entry_state(path)
+    seconds = info.get("total_seconds")
+    return {"recipe": name, "path": str(path), "cached": state == "complete", "state": state,
             "minutes": round(seconds / 60, 1) if isinstance(seconds, (int, float)) else None,
             "max_minutes": cfg.train.max_minutes}
+
+
+def list_warmstarts() -> list[dict[str, Any]]:
+    """One row per cached warm start under ``$LFO_HOME/warmstart``: recipe, state (:func:`entry_state`), SFT
+    steps done and planned, threads, when it was built and how long it took, size. Reads markers only."""
+    root = cache.lfo_home() / "warmstart"
+    rows = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if path.name.startswith(".") or not path.is_dir():
+            continue
+        try:
+            state, info = entry_state(path)
+        except LfoError as exc:  # an unreadable marker
+            state, info = f"unreadable ({exc})", {}
+        if state == "not built":
+            state = "incomplete (no marker)"
+        seconds = info.get("total_seconds")
+        rows.append({
+            "recipe": info.get("recipe"), "key": path.name, "state": state, "path": str(path),
+            "steps": info.get("train/steps"), "planned_steps": info.get("train/planned_steps"),
+            "threads": info.get("train/threads"), "built_at": info.get("built_at"),
+            "minutes": round(seconds / 60, 1) if isinstance(seconds, (int, float)) else None,
+            "size_bytes": cache.dir_size(path),
+        })
+    return rows

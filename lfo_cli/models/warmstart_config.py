@@ -128,7 +128,10 @@ class TrainSection:
     epochs: float = field(default=4.0, metadata={"help": "Passes over the SFT trajectories."})
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: use epochs)."})
     max_minutes: float | None = field(
-        default=None, metadata={"help": "Wall-clock budget for training; stops cleanly at the next step after it."}
+        default=None,
+        metadata={"help": "Time guard, not a stop: if the build is still training this many minutes after it started, "
+                  "it fails (exit 2, with a checkpoint for --resume) and caches nothing. The recipe's steps or epochs "
+                  "define the model, however loaded the machine. Not part of the cache key. None: no guard."},
     )
     batch_size: int = field(default=16, metadata={"help": "Sequences per optimizer step (before accumulation)."})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})

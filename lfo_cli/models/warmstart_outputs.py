@@ -60,7 +60,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     by_d, teacher = by_difficulty("eval/success_d"), by_difficulty("teacher/success_d")
     rows = [
         ("SFT", f"{f('train/steps', 'd') or '?'} steps, {f('train/seconds', '.0f') or '?'} s, final loss "
-                f"{f('train/loss', '.3f') or '?'}" + (" (stopped by its time budget)" if summary.get("train/stopped_by_budget") else "")),
+                f"{f('train/loss', '.3f') or '?'}"),
         ("data", f"{f('data/trajectories', 'd')} trajectories -> {f('data/sequences', 'd')} sequences"
                  if f("data/trajectories", "d") and f("data/sequences", "d") else None),
         ("valid tool calls", f("eval/valid_tool_call_rate")),

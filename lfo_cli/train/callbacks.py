@@ -7,6 +7,7 @@ through the trainer's callback handler, so metrics.jsonl and every tracker see t
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +73,16 @@ class Validation(TrainerCallback):
         self.last: dict[str, float] = {}
         self.last_step = -1
 
-    def _play(self, model, tasks: list) -> dict:
+    def _play(self, model, tasks: list, label: str) -> dict:
         from lfo_cli.models.agent_eval import evaluate_agent
+        from lfo_cli.progress import Cadence, ProgressLog, episode_progress, is_terminal
 
-        return evaluate_agent(model, self.tokenizer, self.world, tasks, temperature=self.temperature,
-                              max_turns=self.max_turns, seed=self.seed)
+        # In a log, a heartbeat line only when an evaluation runs past a minute; on a terminal the
+        # training bar stays (rich shows one live display at a time).
+        with ProgressLog(label, len(tasks), unit="episode", cadence=Cadence(fraction=None),
+                         enabled=not is_terminal(sys.stdout)) as plog:
+            return evaluate_agent(model, self.tokenizer, self.world, tasks, temperature=self.temperature,
+                                  max_turns=self.max_turns, seed=self.seed, progress=episode_progress(plog))
 
     handler = None  # the trainer's callback handler: validation rows go through on_log, to metrics.jsonl and trackers
 
@@ -86,12 +92,12 @@ class Validation(TrainerCallback):
 
         activate(model, POLICY)
         was_training = model.training
-        result = self._play(model, self.tasks)
+        result = self._play(model, self.tasks, f"validation @ step {step}")
         row = validation_metrics(result, world=self.world)
         atomic_write_json(self.run_dir / "validation" / f"step_{step}.json",
                           {"step": step, "outcomes": episode_outcomes(result), "episodes": _episode_records(result)})
         if self.heldout and (step == 0 or final or (self.heldout_every and step % self.heldout_every == 0)):
-            held = self._play(model, self.heldout)
+            held = self._play(model, self.heldout, f"held-out validation @ step {step}")
             row.update(validation_metrics(held, prefix="heldout", world=self.world))
             atomic_write_json(self.run_dir / "validation" / f"heldout_step_{step}.json",
                               {"step": step, "outcomes": episode_outcomes(held), "episodes": _episode_records(held)})

@@ -116,13 +116,9 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
                                              **dataclasses.asdict(cfg.env)),
         callbacks=callbacks,
     )
-    if not trainer.args.disable_tqdm:  # the bar with its total, and compact lines instead of metric dicts
-        from transformers.trainer_callback import ProgressCallback
+    from lfo_cli.console import use_lfo_progress
 
-        from lfo_cli.console import CompactProgress
-
-        trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(CompactProgress)
+    use_lfo_progress(trainer, "GRPO")  # the bar or plain log lines with step/total and ETA; compact metric lines
     tasks_seen = TasksSeen(trainer.args, trainer.accelerator.num_processes)
     for callback in callbacks:
         callback.tasks_seen = tasks_seen

@@ -282,14 +282,9 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
     env_steps_at_t0 = env_steps
     stopped_early = False
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from lfo_cli.progress import ProgressLog
 
-    columns = [TextColumn("[bold]wmil {task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("success {task.fields[success]:.2f} entropy {task.fields[entropy]:.2f} level {task.fields[level]}"),
-               TimeElapsedColumn()]
-    with Progress(*columns, disable=not progress, transient=False) as bar:
-        job = bar.add_task(cfg.task, total=cfg.steps, completed=trainer.step, success=0.0, entropy=math.log(cfg.num_actions),
-                           level=trainer.env.level)
+    with ProgressLog(f"wmil {cfg.task}", cfg.steps, start=trainer.step, enabled=progress) as bar:
         while trainer.step < cfg.steps:
             m = trainer.train_step()
             for k, v in m.items():
@@ -309,8 +304,8 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
                 append_jsonl(metrics_path, row)
                 rows.append(row)
                 acc.clear()
-                bar.update(job, completed=trainer.step, success=row["charts/success"], entropy=row["losses/entropy"],
-                           level=trainer.env.level)
+                bar.update(trainer.step, note=f"success {row['charts/success']:.2f} · entropy "
+                           f"{row['losses/entropy']:.2f} · level {trainer.env.level}")
                 if stop_at_success is not None and row["charts/success"] >= stop_at_success:
                     stopped_early = True
                     break

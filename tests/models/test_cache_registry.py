@@ -93,8 +93,9 @@ def test_models_list_offline_on_a_fresh_cache(tmp_path):
     out = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=_env(tmp_path),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    rows = {r["name"]: r for r in json.loads(out.stdout)}
-    assert set(rows) == {"micro", "smollm2-135m"}
+    listed = json.loads(out.stdout)
+    rows = {r["name"]: r for r in listed["models"]}
+    assert set(rows) == {"micro", "smollm2-135m"} and listed["warmstarts"] == []
     assert not rows["micro"]["cached"] and not rows["smollm2-135m"]["cached"]
     assert 1e6 < rows["micro"]["num_parameters"] < 2e7
     assert rows["smollm2-135m"]["num_parameters"] == 134_515_008  # read from the GGUF tensor shapes
@@ -112,7 +113,7 @@ def test_models_cli_errors_are_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("LFO_HOME", str(tmp_path))
     result = CliRunner().invoke(app, ["models", "build", "gpt-17"])
     assert result.exit_code == 2
-    assert "unknown embedded model 'gpt-17'" in result.output and "Traceback" not in result.output
+    assert "unknown embedded model or warm-start recipe 'gpt-17'" in result.output and "Traceback" not in result.output
 
 
 def test_micro_builds_offline_and_loads(tmp_path, monkeypatch, tiny_specs, tiny_corpus):
@@ -152,7 +153,7 @@ def test_smollm2_conversion_is_atomic_under_kill_then_reloads_fast(tmp_path):
     assert not final.exists()
     listed = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=env,
                             capture_output=True, text=True, timeout=300)
-    assert {r["name"]: r["cached"] for r in json.loads(listed.stdout)}["smollm2-135m"] is False
+    assert {r["name"]: r["cached"] for r in json.loads(listed.stdout)["models"]}["smollm2-135m"] is False
 
     code = textwrap.dedent(
         """

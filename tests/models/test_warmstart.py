@@ -50,11 +50,11 @@ def test_bad_values_are_rejected_with_actionable_messages(section, kwargs, match
 def test_recipes_resolve_and_reject_bad_input():
     micro = load_recipe("warmstart_micro").config
     assert micro.model.name == "micro" and micro.model.is_full and micro.data.policy == "prior"
-    assert micro.train.max_minutes is not None and micro.eval.temperature == 1.0
+    assert micro.train.max_minutes is None and micro.eval.temperature == 1.0  # steps define it, no wall clock
     smol = load_recipe("warmstart_smollm2").config
     assert smol.model.name == "smollm2-135m" and not smol.model.is_full
     # a step count, not a wall-clock budget, ends it: the cached checkpoint is the same on any machine
-    assert smol.train.max_steps > 0 and smol.train.max_minutes * 60 > smol.train.max_steps * 4 * 14
+    assert smol.train.max_steps > 0 and smol.train.max_minutes is None
     with pytest.raises(LfoError, match="must be one of"):
         load_recipe("warmstart_micro", ["data.policy=oracle"])  # the oracle is never imitated
     with pytest.raises(LfoError, match="unknown key 'train.epoch'"):
@@ -251,9 +251,12 @@ def test_dry_run_says_whether_the_warm_start_is_built_and_what_it_took(tmp_path,
     st = warmstart_status("warmstart_micro_long", data_dir="data")
     path = tmp_path / "warmstart" / st["path"].rsplit("/", 1)[-1]
     (path / "model").mkdir(parents=True)
-    (path / "lfo_cache.json").write_text(json.dumps({"total_seconds": 2448.0}))
+    (path / "lfo_cache.json").write_text(json.dumps({"total_seconds": 2448.0, "key": path.name}))
     built = CliRunner().invoke(app, args)
     assert f"cached at {path}, built in 40.8 min" in built.stderr
+    (path / "lfo_cache.json").write_text(json.dumps({"key": path.name, "train/steps": 331, "train/planned_steps": 900}))
+    cut = CliRunner().invoke(app, args)
+    assert "is budget-stopped and will be refused" in cut.stderr and "lfo models build warmstart_micro_long --force" in cut.stderr
     assert json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)["kind"] == "grpo"
 
 
