@@ -142,7 +142,10 @@ def resolve_chain(name: str, recipe_dir: Path = RECIPE_DIR) -> tuple[dict, list[
             break
         if not isinstance(base, str):
             raise LfoError(f"{path}: 'base' must be a recipe name")
-        path = recipe_path(base, path.parent if "/" not in base else recipe_dir)
+        # A base name resolves beside the file naming it, else among lfo's recipes: a recipe file of one's
+        # own can be a delta over `warmstart_micro` or `dual_lora_micro`.
+        beside = path.parent / f"{base}.yaml"
+        path = recipe_path(base, path.parent if "/" not in base and beside.is_file() else recipe_dir)
     merged: dict = {}
     for p in reversed(chain):
         # `description` documents the file it is in (`lfo train --list`); it is not configuration.

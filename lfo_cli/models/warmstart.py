@@ -275,7 +275,7 @@ def ensure_warmstart(
     load_world_for(cfg)  # fail early with the gen-env hint
     path = warmstart_cache_path(cfg)
     if cache.is_complete(path) and not force:
-        check_entry(path, name)
+        check_entry(path, name, recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else None)
         return path / "model"
     if not build and not cache.is_complete(path):
         raise LfoError(

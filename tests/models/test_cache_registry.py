@@ -101,6 +101,40 @@ def test_models_list_offline_on_a_fresh_cache(tmp_path):
     assert rows["smollm2-135m"]["num_parameters"] == 134_515_008  # read from the GGUF tensor shapes
 
 
+def test_models_list_with_a_warm_memo_imports_no_torch_and_shows_warm_starts(tmp_path):
+    """Both parameter counts are memoised (micro: keyed by its cache key; SmolLM2: by the wheel's recorded
+    hash of the GGUF), so a second listing reads markers and memos only; cached warm starts show their SFT
+    steps of those planned and whether each is complete."""
+    env = _env(tmp_path)
+    first = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    memo = json.loads((tmp_path / "models" / registry.PARAM_MEMO).read_text())
+    assert sorted(k.split("|")[0] for k in memo) == ["micro", "smollm2-135m"]
+    assert any(k.startswith("smollm2-135m|sha256:") for k in memo)  # the wheel's RECORD hash, not a file hash
+    for key, info in (("micro-aaaaaaaaaaaa", {"train/steps": 909, "train/planned_steps": 909, "train/threads": 2}),
+                      ("micro-bbbbbbbbbbbb", {"train/steps": 331, "train/stopped_by_budget": True})):
+        entry = tmp_path / "warmstart" / key
+        (entry / "model").mkdir(parents=True)
+        (entry / cache.MARKER).write_text(json.dumps({**info, "recipe": "warmstart_demo", "key": key,
+                                                       "total_seconds": 600.0}))
+    code = ("import sys\nfrom lfo_cli.cli import main\nsys.argv = ['lfo', 'models', 'list']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('torch imported:', 'torch' in sys.modules, 'transformers imported:', 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "COLUMNS": "200"}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "torch imported: False transformers imported: False" in out.stdout
+    rows = [line for line in out.stdout.splitlines() if "micro-aaaaaaaaaaaa" in line or "micro-bbbbbbbbbbbb" in line]
+    assert "909/909" in rows[0] and "complete" in rows[0]
+    assert "331 (plan not recorded)" in rows[1] and "budget-stopped" in rows[1]
+    assert "lfo models build RECIPE --force" in out.stdout
+    listed = json.loads(subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=env,
+                                       capture_output=True, text=True, timeout=120).stdout)
+    assert [(r["key"], r["state"], r["steps"]) for r in listed["warmstarts"]] == [
+        ("micro-aaaaaaaaaaaa", "complete", 909), ("micro-bbbbbbbbbbbb", "budget-stopped", 331)]
+
+
 def test_pass_through_local_path_and_unknown_hub_id_offline(tiny_model_dir, monkeypatch):
     model, tok = registry.load_model(str(tiny_model_dir))
     assert model.config.model_type == "qwen3" and tok.padding_side == "left"

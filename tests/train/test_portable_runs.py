@@ -129,3 +129,65 @@ def test_the_readme_snippet_loads_an_export_with_both_adapters(trained, monkeypa
     monkeypatch.setenv("LFO_HOME", str(root / "home2"))
     want_model, want_tok = load_run_model(root / "moved", "policy")
     torch.testing.assert_close(logits(model, scope["tokenizer"]), logits(want_model, want_tok), rtol=1e-4, atol=1e-4)
+
+
+def _lfo(root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LFO_HOME": str(root / "home2"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "lfo_cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=cwd)
+
+
+@pytest.mark.parametrize("damage", ["truncated policy", "wrong-shape world model"])
+def test_export_refuses_a_damaged_adapter_with_one_line_naming_it(trained, damage):
+    from safetensors.torch import load_file, save_file
+
+    root, _, _ = trained
+    run = root / f"damaged_{damage.split()[0]}"
+    shutil.copytree(root / "moved", run)
+    if damage == "truncated policy":
+        bad = run / "adapter_model.safetensors"
+        bad.write_bytes(bad.read_bytes()[:1000])
+        says = "corrupt or truncated adapter weights"
+    else:
+        bad = run / "world_model" / "adapter_model.safetensors"
+        tensors = load_file(bad)
+        name = sorted(k for k in tensors if "lora_A" in k)[0]
+        tensors[name] = torch.zeros(tensors[name].shape[0] + 1, tensors[name].shape[1])
+        save_file(tensors, bad)
+        says = f"wrong shape tensor {name}"
+    for merge in ([], ["--merge"]) if damage == "truncated policy" else ([],):
+        out = root / f"export_{run.name}{merge and '_merged' or ''}"
+        done = _lfo(root, "export", str(run), "--out", str(out), *merge)
+        assert done.returncode == 2 and done.stdout == ""
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"error: {bad}") and (says in line or "corrupt or truncated" in line), line
+        assert not out.exists() and not list(root.glob(f".{out.name}.*"))  # nothing written, no temporary dir
+
+
+def test_evaluations_find_the_runs_world_or_refuse_another(trained, tmp_path):
+    from lfo_cli.env import generate_world, write_world
+    from lfo_cli.env.world_files import world_fingerprint
+
+    root, _, _ = trained
+    recorded = json.loads((root / "moved" / "run.json").read_text())["world"]
+    assert recorded == {"dir": str((root / "data").resolve()), "fingerprint": world_fingerprint(root / "data")}
+    other = tmp_path / "other_world"
+    write_world(generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=6),
+                other)
+    for command in (["transfer-eval", str(root / "moved"), "--max-tasks", "1"],
+                    ["inspect-wm", str(root / "moved"), "--episodes", "1"]):
+        refused = _lfo(root, *command, "--data-dir", str(other))
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr.strip().splitlines() == [
+            f"error: --data-dir {other} holds world {world_fingerprint(other)}, but {root / 'moved'} was trained on "
+            f"world {recorded['fingerprint']}; pass --data-dir DIR holding the run's world"]
+    # the world moved away: from another directory the message names --data-dir and the world
+    hidden = root / "data_hidden"
+    (root / "data").rename(hidden)
+    try:
+        missing = _lfo(root, "transfer-eval", str(root / "moved"), "--max-tasks", "1", cwd=tmp_path)
+    finally:
+        hidden.rename(root / "data")
+    (line,) = missing.stderr.strip().splitlines()
+    assert missing.returncode == 2 and f"was trained on world {recorded['fingerprint']}" in line
+    assert "pass --data-dir DIR holding that world" in line

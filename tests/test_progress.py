@@ -1,0 +1,163 @@
+"""Progress that reads in a log: plain lines at the stated cadence, with step/total, rate and ETA, off a terminal."""
+
+from __future__ import annotations
+
+import io
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from lfo_cli.progress import Cadence, ProgressLog, episode_progress, format_duration
+
+TQDM = re.compile(r"it/s\]|\d+%\|")  # what a tqdm bar line looks like
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def lines(stream: io.StringIO) -> list[str]:
+    return stream.getvalue().splitlines()
+
+
+def test_durations_read_as_a_person_writes_them():
+    assert [format_duration(s) for s in (4.2, 187, 3900)] == ["4 s", "3 min 07 s", "1 h 05 min"]
+
+
+def test_a_line_per_5_percent_with_rate_and_eta():
+    out, clock = io.StringIO(), FakeClock()
+    plog = ProgressLog("warm start SFT", 200, stream=out, terminal=False, clock=clock)
+    for step in range(1, 201):
+        clock.t += 2.0  # 2 s a step: 5% (10 steps) takes 20 s, past the 10-s floor
+        plog.update(step)
+    plog.close()
+    got = lines(out)
+    assert len(got) == 20  # 10, 20, ..., 200: one per 5%, and the last at the end (not repeated by close)
+    assert got[0] == "warm start SFT: 10/200 steps (5%) · 2.0 s/step · ETA 6 min 20 s"
+    assert got[-1] == "warm start SFT: 200/200 steps (100%) · 2.0 s/step · done in 6 min 40 s"
+    assert not any(TQDM.search(line) or "\r" in line for line in got)
+
+
+def test_a_fast_job_prints_at_most_one_line_per_10_s():
+    out, clock = io.StringIO(), FakeClock()
+    plog = ProgressLog("evaluation", 1000, unit="episode", stream=out, terminal=False, clock=clock)
+    for done in range(1, 1001):
+        clock.t += 0.0625  # 62.5 s in all: every 5% is only 3.1 s apart
+        plog.update(done)
+    plog.close()
+    got = lines(out)
+    assert len(got) == 7  # at 10, 20, ..., 60 s and the end
+    assert got[0] == "evaluation: 160/1000 episodes (16%) · 16.00 episodes/s · ETA 52 s"
+
+
+def test_a_slow_job_prints_at_least_once_a_minute():
+    out, clock = io.StringIO(), FakeClock()
+    plog = ProgressLog("GRPO", 1000, stream=out, terminal=False, clock=clock)
+    for step in range(1, 6):
+        clock.t += 90.0  # 5% would take 75 minutes: the heartbeat speaks
+        plog.update(step)
+    assert len(lines(out)) == 5 and lines(out)[1].startswith("GRPO: 2/1000 steps (0%) · 90.0 s/step · ETA 24 h")
+
+
+def test_a_heartbeat_only_log_stays_silent_when_it_is_quick():
+    out, clock = io.StringIO(), FakeClock()
+    with ProgressLog("validation @ step 10", 300, unit="episode", stream=out, terminal=False, clock=clock,
+                     cadence=Cadence(fraction=None)) as plog:
+        for done in (50, 150, 300):
+            clock.t += 10.0
+            plog.update(done)
+    assert out.getvalue() == ""
+    with ProgressLog("validation @ step 20", 300, unit="episode", stream=out, terminal=False, clock=clock,
+                     cadence=Cadence(fraction=None)) as plog:
+        for done in (100, 200, 300):
+            clock.t += 40.0
+            plog.update(done)
+    assert lines(out) == ["validation @ step 20: 200/300 episodes (67%) · 2.50 episodes/s · ETA 40 s",
+                          "validation @ step 20: 300/300 episodes (100%) · 2.50 episodes/s · done in 2 min 00 s"]
+
+
+def test_a_resumed_job_counts_only_the_work_done_here_and_disabled_prints_nothing():
+    out, clock = io.StringIO(), FakeClock()
+    plog = ProgressLog("GRPO", 100, start=50, stream=out, terminal=False, clock=clock)
+    clock.t += 50.0
+    plog.update(55)
+    assert lines(out) == ["GRPO: 55/100 steps (55%) · 10.0 s/step · ETA 7 min 30 s"]
+    quiet = io.StringIO()
+    with ProgressLog("x", 10, stream=quiet, terminal=False, clock=clock, enabled=False) as off:
+        off.update(10)
+        off.log("step 10/10")
+    assert quiet.getvalue() == ""
+
+
+def _state(step: int, max_steps: int) -> SimpleNamespace:
+    return SimpleNamespace(global_step=step, max_steps=max_steps, is_world_process_zero=True)
+
+
+@pytest.mark.parametrize("label", ["GRPO", "warm start SFT"])
+def test_trainer_progress_prints_step_lines_with_eta_at_the_cadence_and_no_tqdm(label):
+    """Training and the warm start's SFT both use lfo's TrainerProgress: driven here through the Trainer's
+    callback order (on_step_begin, on_step_end, on_log) with a fake clock and no terminal."""
+    from lfo_cli.console import TrainerProgress
+
+    out, clock = io.StringIO(), FakeClock()
+    cb = TrainerProgress(label, stream=out, terminal=False, clock=clock)
+    args, control = SimpleNamespace(), SimpleNamespace()
+    cb.on_train_begin(args, _state(0, 100), control)
+    for step in range(1, 101):
+        cb.on_step_begin(args, _state(step - 1, 100), control)
+        clock.t += 3.0
+        cb.on_step_end(args, _state(step, 100), control)
+        if step % 25 == 0:  # logging_steps = 25
+            cb.on_log(args, _state(step, 100), control, logs={"loss": 0.5, "step_time": 3.0})
+    cb.on_log(args, _state(100, 100), control, logs={"train_runtime": 300.0})
+    cb.on_train_end(args, _state(100, 100), control)
+    got = lines(out)
+    step_lines = [g for g in got if g.startswith("step ")]
+    progress_lines = [g for g in got if g.startswith(f"{label}: ")]
+    assert step_lines[0] == "step 25/100: loss 0.5000 · s/step 3.0 · 3.0 s/step · ETA 3 min 45 s"
+    assert step_lines[-1].endswith("done in 5 min 00 s") and len(step_lines) == 4
+    # a plain progress line whenever 5 steps (5%) passed since the last line; none right after a step line
+    assert progress_lines[0] == f"{label}: 5/100 steps (5%) · 3.0 s/step · ETA 4 min 45 s"
+    assert len(progress_lines) == 16 and f"{label}: 25/100" not in "\n".join(progress_lines)
+    assert got[-1] == "trained 100 steps in 300 s"
+    assert not any(TQDM.search(line) for line in got)
+
+
+def test_evaluation_reports_episodes_done_across_batches(tiny_world):
+    """evaluate_agent's progress hook counts episodes over the whole call, not per batch."""
+    from lfo_cli.models.agent_eval import evaluate_agent
+
+    world, tokenizer = tiny_world
+    tasks = [t for t in world.tasks["val"] for _ in range(3)][:24]
+    out, clock = io.StringIO(), FakeClock()
+
+    def generate(prompt_ids, temperature, max_new_tokens, seed):
+        clock.t += 4.0
+        return [tokenizer("Done.<|im_end|>", add_special_tokens=False)["input_ids"] for _ in prompt_ids]
+
+    with ProgressLog("transfer-eval", None, unit="episode", stream=out, terminal=False, clock=clock) as plog:
+        evaluate_agent(None, tokenizer, world, tasks, generate_fn=generate, batch_size=4, seed=0,
+                       progress=episode_progress(plog))
+    got = lines(out)
+    assert got[0] == "transfer-eval: 12/24 episodes (50%) · 1.00 episodes/s · ETA 12 s"
+    assert got[-1] == "transfer-eval: 24/24 episodes (100%) · 1.00 episodes/s · done in 24 s"
+    assert len(got) == 2  # 4 s a batch of 4: the 10-s floor keeps batches 1-2 and 4-5 quiet
+
+
+@pytest.fixture(scope="module")
+def tiny_world(tmp_path_factory):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "train"))
+    from tiny import tiny_tokenizer
+
+    from lfo_cli.env import generate_world
+
+    return generate_world(num_companies=8, num_train_tasks=8, num_val_tasks=12, heldout_fraction=0.25, seed=2), \
+        tiny_tokenizer()
