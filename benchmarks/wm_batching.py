@@ -44,7 +44,7 @@ def main() -> None:
     from lfo_cli.env.rollout import run_episode
     from lfo_cli.models.registry import load_model
     from lfo_cli.train.adapters import WORLD_MODEL, LoraSettings, activate, attach_dual_lora
-    from lfo_cli.train.trainer import examples_from_environment
+    from lfo_cli.train.rollout_record import examples_from_environment
     from lfo_cli.train.wm_batches import build_length_batches, build_wm_batches
     from lfo_cli.train.wm_loss import masked_lm_loss, world_model_forward
 

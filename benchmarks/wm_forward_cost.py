@@ -44,7 +44,8 @@ def main() -> None:
     from transformers import set_seed
 
     from lfo_cli.models.registry import load_model
-    from lfo_cli.train.adapters import POLICY, WORLD_MODEL, LoraSettings, active, attach_dual_lora
+    from lfo_cli.train.adapters import LoraSettings, active, attach_dual_lora
+    from lfo_cli.train.objectives import objective_class
     from lfo_cli.train.wm_batches import FORWARD_COST_TOKENS, IGNORE_INDEX, WMBatch
     from lfo_cli.train.wm_loss import world_model_forward
 
@@ -53,7 +54,7 @@ def main() -> None:
     model, tok = load_model(a.model)
     model = attach_dual_lora(model, LoraSettings())
     model.train()
-    adapters = [POLICY, WORLD_MODEL] if a.coupling == "stacked" else [WORLD_MODEL]
+    adapters = list(objective_class(a.coupling).predict_adapters)
     vocab = len(tok)
 
     def batch(rows: int, length: int) -> WMBatch:

@@ -103,6 +103,7 @@ def main() -> None:
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
+    from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics
     from lfo_cli.train.task_pools import training_tasks
     from lfo_cli.train.trainer import REPLY_MASK, WM_COLUMN, DualLoRAGRPOTrainer
     from lfo_cli.train.wm_batches import build_wm_batches, plan_cost, shared_token_floor
@@ -195,7 +196,7 @@ def main() -> None:
         for examples in chunk_examples:
             if examples:
                 with trainer.accelerator.autocast():
-                    loss = trainer._world_model_loss(trainer.model, examples)
+                    loss, _ = trainer.objective.loss(trainer.model, RolloutRecord(examples=[examples]), StepWMMetrics())
                 loss.backward()
         trainer.model.zero_grad(set_to_none=True)
         activate(trainer.model, POLICY)
@@ -203,7 +204,7 @@ def main() -> None:
     # Warm-up: one generation and one round of every condition, not counted (first calls pay for caches).
     _, batch = generate()
     shared_trainer.environments = gen_trainer.environments
-    shared_trainer._attach_reply_mask(batch)  # what the shared trainer's own generation attaches
+    shared_trainer.objective.collect(batch, shared_trainer.environments)  # what the shared trainer's own generation attaches
     for name in trainers:
         loss_and_backward(trainers[name], micro_batches(batch))
     progress("warm-up done")
@@ -219,8 +220,9 @@ def main() -> None:
         # What the world model adds to generation: `separate`/`stacked` turn each rollout's transition log
         # into examples (inside gen_seconds: the generating trainer is a dual one), `shared` finds the
         # reply tokens in each completion instead.
-        examples_seconds, _ = timed(lambda envs=envs: [gen_trainer.wm_examples_fn(env, gen_trainer._wm_tools) for env in envs], 5)
-        masks_seconds, _ = timed(lambda batch=batch: shared_trainer._attach_reply_mask(batch), 3)
+        examples_seconds, _ = timed(lambda envs=envs: [gen_trainer.objective.examples_fn(env, gen_trainer.objective.tools)
+                                                       for env in envs], 5)
+        masks_seconds, _ = timed(lambda batch=batch, envs=envs: shared_trainer.objective.collect(batch, envs), 3)
         chunks = micro_batches(batch)
         chunk_examples = [[ex for row in chunk.get(WM_COLUMN, []) for ex in row] for chunk in chunks]
         examples = [ex for chunk in chunk_examples for ex in chunk]
@@ -240,7 +242,7 @@ def main() -> None:
             "generation": gen_seconds - examples_seconds, "examples": examples_seconds, "masks": masks_seconds,
             "samples": samples, "alone": alone, "phone_calls": len(examples),
             "reply_tokens": int(batch[REPLY_MASK].sum()),
-            "wm_tokens": {"shared_prefix": planned(lambda ex: gen_trainer._wm_batches(model, ex)),
+            "wm_tokens": {"shared_prefix": planned(lambda ex: gen_trainer.objective.batches(model, ex)),
                           "unshared": planned(lambda ex: build_wm_batches(tok, ex, cfg.wm.max_length, cfg.wm.batch_tokens)),
                           "floor": sum(shared_token_floor(tok, ex, cfg.wm.max_length) for ex in chunk_examples if ex)},
         })

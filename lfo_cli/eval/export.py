@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,10 @@ def _check_adapter(path: Path, base_config: Any, source: Path) -> None:
     except Exception as exc:  # noqa: BLE001
         raise LfoError(f"{source / ADAPTER_FILES[0]}: unreadable adapter config ({_first_line(exc)}); "
                        "nothing was exported") from None
-    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
+    # Shapes only (meta tensors: no memory, no initialisation); PEFT's note that the config names another
+    # base path is expected here and not the user's to act on.
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
         skeleton = get_peft_model(AutoModelForCausalLM.from_config(base_config), config)
     want = {k: tuple(v.shape) for k, v in get_peft_model_state_dict(skeleton).items()}
     have = {k: tuple(v.shape) for k, v in tensors.items()}

@@ -16,6 +16,7 @@ from typing import Literal
 from trl import GRPOConfig
 
 from lfo_cli.errors import LfoError
+from lfo_cli.train.objectives import COUPLINGS, OBJECTIVES, objective_class
 
 SCHEDULE_RE = re.compile(r"^(joint|alternating|wm_first:(\d+)|hierarchical:(\d+))$")
 
@@ -111,7 +112,7 @@ class DualLoRAConfig(GRPOConfig):
         metadata={"help": "Which tool replies the world model predicts: make_phone_call only (the design), "
                   "phone calls and auth_info_form, or every tool."},
     )
-    wm_coupling: Literal["separate", "stacked", "shared"] = field(
+    wm_coupling: Literal[COUPLINGS] = field(  # the objectives' registry (lfo_cli.train.objectives)
         default="separate",
         metadata={"help": "separate: world-model forward with only its adapter (the design; no gradient reaches the "
                   "policy adapter). stacked: both adapters active in the world-model forward, so its gradient also "
@@ -162,8 +163,9 @@ class DualLoRAConfig(GRPOConfig):
     # 25 steps with it off). Off by default here; rejected where it would be wrong (see __post_init__).
     activation_checkpointing: bool | None = field(
         default=None,  # None -> off (transformers resolves it after the alias below)
-        metadata={"help": "Recompute activations in backward to save memory. Only with wm.coef = 0 or "
-                  "wm.coupling=shared (the world-model loss must be backpropagated through the adapter that built it)."},
+        metadata={"help": "Recompute activations in backward to save memory. Only with wm.coef = 0 or a coupling "
+                  "whose loss comes from the policy's own forward (the world-model loss must be backpropagated "
+                  "through the adapter that built it)."},
     )
     gradient_checkpointing: bool | None = field(
         default=None, metadata={"help": "Deprecated alias of activation_checkpointing (transformers 5)."}
@@ -171,11 +173,13 @@ class DualLoRAConfig(GRPOConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.activation_checkpointing and self.wm_coef > 0 and self.wm_coupling != "shared":
+        objective = objective_class(self.wm_coupling)
+        if self.activation_checkpointing and self.wm_coef > 0 and objective.own_forward:
             raise LfoError(
                 f"activation (gradient) checkpointing does not work with wm.coupling={self.wm_coupling}: the backward "
                 "recomputes the world-model forward with the policy adapter active. Set "
-                "trainer.gradient_checkpointing=false, or use wm.coupling=shared, or wm.coef=0"
+                "trainer.activation_checkpointing=false, or wm.coef=0, or a coupling without a forward of its own: "
+                + ", ".join(name for name, cls in OBJECTIVES.items() if not cls.own_forward)
             )
         check_report_to(self.report_to)
         if self.wm_coef < 0:
@@ -191,7 +195,10 @@ class DualLoRAConfig(GRPOConfig):
         if self.wm_learning_rate is not None and self.wm_learning_rate <= 0:
             raise LfoError(f"wm.lr must be > 0, got {self.wm_learning_rate}")
         self.schedule = Schedule.parse(self.wm_schedule)
-        if self.wm_coupling == "shared" and self.wm_schedule != "joint":
-            raise LfoError("wm.coupling=shared has a single adapter; use wm.schedule=joint with it")
+        if not objective.has_adapter and self.wm_schedule != "joint":
+            raise LfoError(f"wm.coupling={self.wm_coupling} has a single adapter; use wm.schedule=joint with it")
         if self.wm_intrinsic == "surprise" and self.wm_coef == 0:
             raise LfoError("wm.intrinsic=surprise needs a trained world model: set wm.coef > 0")
+        if self.wm_intrinsic == "surprise" and not objective.own_forward:
+            raise LfoError(f"wm.intrinsic=surprise scores calls with a world model of its own; wm.coupling="
+                           f"{self.wm_coupling} has none (use separate or stacked)")

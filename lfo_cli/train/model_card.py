@@ -25,14 +25,16 @@ def base_label(ref: dict) -> str:
     return ref.get("name") or ref.get("path") or "?"
 
 
-def model_card(run_name: str, recipe: str | None, seed: int, coupling: str, ref: dict, summary: dict) -> str:
-    """Markdown for RUN/README.md. ``summary`` is the run's summary.json content (validation numbers)."""
+def model_card(run_name: str, recipe: str | None, seed: int, coupling: str, ref: dict, summary: dict, *,
+               has_world_model: bool) -> str:
+    """Markdown for RUN/README.md. ``summary`` is the run's summary.json content (validation numbers);
+    ``has_world_model``: the run's objective trained a `world_model` adapter."""
     base = base_label(ref)
-    has_wm = coupling != "shared"
+    has_wm = has_world_model
     rows = ["| file | what |", "|---|---|",
             "| `adapter_config.json`, `adapter_model.safetensors` | the policy adapter (the agent) |"]
     rows.append("| `world_model/` | the world-model adapter: predicts the rep's reply to a call |" if has_wm else
-                "| (no `world_model/`) | `shared` coupling: the policy's own weights predicted the replies |")
+                f"| (no `world_model/`) | `{coupling}` coupling: the policy's own weights predicted the replies |")
     rows += ["| `tokenizer.json`, `tokenizer_config.json`, `chat_template.jinja` | the tokenizer with its chat template |",
              "| `recipe.yaml`, `run.json`, `summary.json`, `metrics.jsonl`, `validation/` | the resolved recipe, "
              "provenance, results |"]

@@ -87,7 +87,10 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
         # the trainer's arguments are made again here. Seen on a GPU, first `dual_lora` run of a machine.
         args = cfg.grpo_args(str(out_dir))
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
-    model = attach_dual_lora(model, cfg.lora, with_world_model=cfg.wm.coupling != "shared")
+    from lfo_cli.train.objectives import objective_class
+
+    objective = objective_class(cfg.wm.coupling)  # which adapters the run trains
+    model = attach_dual_lora(model, cfg.lora, with_world_model=objective.has_adapter)
 
     # row_seed: each episode's reply RNG depends on its row and generation only, so a resumed run replays
     # exactly what the uninterrupted one would have (CustomerServiceEnv.reset).
@@ -155,7 +158,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     from lfo_cli.train.model_card import model_card, write_model_card
 
     write_model_card(out_dir, model_card(out_dir.name, _recipe_name(out_dir), cfg.seed, cfg.wm.coupling, base_ref,
-                                         summary))
+                                         summary, has_world_model=objective.has_adapter))
     atomic_write_json(out_dir / "summary.json", summary)  # last: a run with summary.json is complete
     return summary
 

@@ -48,6 +48,12 @@ def _target_loss(target_logits: torch.Tensor, shift_labels: torch.Tensor, mask: 
     ``target_logits`` (T, V) are the logits at the ``mask``-ed positions of ``shift_labels`` (N, L),
     in row-major order; each example's loss is the mean over its targets (0 when it has none).
     """
+    sums, correct, count = _target_sums(target_logits, shift_labels, mask)
+    return sums / count.clamp(min=1), correct, count
+
+
+def _target_sums(target_logits: torch.Tensor, shift_labels: torch.Tensor, mask: torch.Tensor):
+    """``(ce_sum_per_example, correct, count)``: as :func:`_target_loss`, the cross-entropy summed."""
     target_logits = target_logits.float()
     targets = shift_labels[mask]
     ce = F.cross_entropy(target_logits, targets, reduction="none")
@@ -57,7 +63,16 @@ def _target_loss(target_logits: torch.Tensor, shift_labels: torch.Tensor, mask: 
     with torch.no_grad():  # a target is right when no logit beats it (amax: ~10x cheaper than argmax on CPU)
         hit = target_logits.gather(1, targets[:, None]).squeeze(1) >= target_logits.amax(-1)
         correct = torch.zeros_like(count).index_add(0, rows, hit.long())
-    return per_example / count.clamp(min=1), correct, count
+    return per_example, correct, count
+
+
+def world_model_sums(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ce_sum, correct, count)`` per example (with its graph), concatenated in batch order: what a
+    normaliser (:mod:`lfo_cli.train.normalise`) turns into the world-model loss."""
+    batches = [batch] if isinstance(batch, WMBatch | SharedPrefixBatch) else batch
+    parts = [_forward_shared(model, b) if isinstance(b, SharedPrefixBatch) else _forward(model, b) for b in batches]
+    sums, correct, count = (torch.cat(xs) for xs in zip(*parts, strict=True))
+    return sums, correct, count
 
 
 def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
@@ -66,9 +81,8 @@ def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torc
     ``batch`` may be a list of batches (:func:`build_length_batches`): one forward each, per-example
     results concatenated in batch order; the mean is over all examples, as for one batch.
     """
-    batches = [batch] if isinstance(batch, WMBatch | SharedPrefixBatch) else batch
-    parts = [_forward_shared(model, b) if isinstance(b, SharedPrefixBatch) else _forward(model, b) for b in batches]
-    per_example, correct, count = (torch.cat(xs) for xs in zip(*parts, strict=True))
+    sums, correct, count = world_model_sums(model, batch)
+    per_example = sums / count.clamp(min=1)
     loss = per_example.mean()
     metrics = {
         "wm/token_acc": float(correct.sum()) / max(int(count.sum()), 1),
@@ -80,7 +94,7 @@ def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torc
 
 
 def _forward(model, batch: WMBatch):
-    """One forward; the LM head runs on the target tokens only.
+    """One forward, per-example ``(ce_sum, correct, count)``; the LM head runs on the target tokens only.
 
     A reply is ~1/6 of its example's tokens (state and action are the rest), and on `micro` the
     ~6k-word head plus its cross-entropy cost about as much as the 4 transformer layers, so projecting
@@ -98,16 +112,18 @@ def _forward(model, batch: WMBatch):
         hidden = base.get_decoder()(input_ids=batch.input_ids, attention_mask=causal_only(batch.attention_mask),
                                     use_cache=False).last_hidden_state
         mask = batch.labels[:, 1:] != IGNORE_INDEX
-        return _target_loss(base.get_output_embeddings()(hidden[:, :-1][mask]), batch.labels[:, 1:], mask)
+        return _target_sums(base.get_output_embeddings()(hidden[:, :-1][mask]), batch.labels[:, 1:], mask)
     keep = _logits_to_keep(batch.labels)
     kwargs = {"logits_to_keep": keep} if keep and _accepts_logits_to_keep(type(base)) else {}
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False, **kwargs)
-    return masked_lm_loss(out.logits, batch.labels[:, batch.labels.size(1) - out.logits.size(1) :])
+    labels = batch.labels[:, batch.labels.size(1) - out.logits.size(1) :]
+    mask = labels[:, 1:] != IGNORE_INDEX
+    return _target_sums(out.logits[:, :-1][mask], labels[:, 1:], mask)
 
 
 def _forward_shared(model, batch: SharedPrefixBatch):
     """Prefixes once (their keys and values kept with their graph), then each suffix batch attending to
-    its rows' prefixes: the per-row results of :func:`_forward`, in suffix-batch order."""
+    its rows' prefixes: the per-row results of :func:`_forward` (sums), in suffix-batch order."""
     if not can_share_prefix(model):
         raise ValueError("shared-prefix batches need an unwrapped model with a plain LM head and full attention")
     from transformers import DynamicCache
@@ -135,7 +151,7 @@ def _forward_shared(model, batch: SharedPrefixBatch):
         hidden = decoder(input_ids=suffix.input_ids, attention_mask=causal_only(torch.cat([prefix_mask[unit, :w], suffix.attention_mask], 1)),
                          position_ids=positions, past_key_values=past, use_cache=True).last_hidden_state
         mask = suffix.labels[:, 1:] != IGNORE_INDEX
-        parts.append(_target_loss(head(hidden[:, :-1][mask]), suffix.labels[:, 1:], mask))
+        parts.append(_target_sums(head(hidden[:, :-1][mask]), suffix.labels[:, 1:], mask))
     return tuple(torch.cat(xs) for xs in zip(*parts, strict=True))
 
 

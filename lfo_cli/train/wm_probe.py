@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from lfo_cli.env import Episode, format_world_model_input, parse_reply, run_episode, strip_target_markers
 from lfo_cli.env.formatting import CSR_CLOSE
-from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active
+from lfo_cli.train.adapters import active
 
 PHONE = "make_phone_call"
 
 
 def world_model_adapters(coupling: str) -> list[str]:
-    """The adapters active in a world-model forward under ``coupling`` (as the trainer's loss uses them)."""
-    return {"stacked": [POLICY, WORLD_MODEL], "separate": [WORLD_MODEL], "shared": [POLICY]}[coupling]
+    """The adapters active in a world-model forward under ``coupling``: its objective's, as the loss uses them."""
+    from lfo_cli.train.objectives import objective_class
+
+    return list(objective_class(coupling).predict_adapters)
 
 
 def exception_calls(world, tasks: list, limit: int = 32, seed: int = 0) -> list:

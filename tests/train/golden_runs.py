@@ -111,13 +111,14 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
 
     from lfo_cli.train.adapters import LoraSettings, attach_dual_lora
     from lfo_cli.train.config import DualLoRAConfig
+    from lfo_cli.train.objectives import objective_class
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
     tokenizer = tiny_tokenizer()
     model = attach_dual_lora(tiny_model(tokenizer), LoraSettings(r=4, alpha=8, dropout=0.0),
-                             with_world_model=coupling != "shared")
+                             with_world_model=objective_class(coupling).has_adapter)
     args = DualLoRAConfig(output_dir=str(tmp_dir / f"{coupling}_{schedule}"), per_device_train_batch_size=8,
                           num_generations=GROUP, max_completion_length=900, learning_rate=1e-2, report_to=[],
                           use_cpu=True, logging_steps=1, save_strategy="no", warmup_steps=0, wm_coef=0.5,
@@ -126,7 +127,6 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
     trainer = DualLoRAGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                                   args=args, train_dataset=data, processing_class=tokenizer)
     trainer.current_gradient_accumulation_steps = 1
-    callbacks = [c for c in trainer.callback_handler.callbacks if type(c).__name__ == "_AdapterGradNorms"]
     optimizer = trainer.create_optimizer()
     rows = []
     for step in range(STEPS):
@@ -138,8 +138,7 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
         loss = trainer.compute_loss(trainer.model, inputs)
         loss.backward()
         trainer._clip_grad_norm(trainer.model)
-        for cb in callbacks:
-            cb.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)
+        trainer.callback_handler.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)
         optimizer.step()
         optimizer.zero_grad()
         trainer.state.global_step += 1

@@ -159,7 +159,8 @@ def test_export_refuses_a_damaged_adapter_with_one_line_naming_it(trained, damag
         out = root / f"export_{run.name}{merge and '_merged' or ''}"
         done = _lfo(root, "export", str(run), "--out", str(out), *merge)
         assert done.returncode == 2 and done.stdout == ""
-        (line,) = done.stderr.strip().splitlines()
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        line = done.stderr.strip()
         assert line.startswith(f"error: {bad}") and (says in line or "corrupt or truncated" in line), line
         assert not out.exists() and not list(root.glob(f".{out.name}.*"))  # nothing written, no temporary dir
 

@@ -128,13 +128,13 @@ def test_joint_step_changes_both_adapters(tokenizer, tmp_path):
 @pytest.mark.parametrize("deepspeed", [False, True])
 def test_per_adapter_grad_norms_only_where_the_gradients_are_readable(tokenizer, tmp_path, deepspeed):
     """Under DeepSpeed `.grad` is empty when callbacks run: no per-adapter norms rather than a false 0."""
-    from lfo_cli.train.trainer import _AdapterGradNorms
+    from lfo_cli.train.trainer import _OptimizerStepMetrics
 
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5)
     trainer.model.train()
     trainer.compute_loss(trainer.model, make_inputs(tokenizer)).backward()
     trainer.is_deepspeed_enabled = deepspeed
-    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _AdapterGradNorms)]
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _OptimizerStepMetrics)]
     callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)
     metrics = trainer._metrics["train"]
     if deepspeed:
@@ -149,14 +149,14 @@ def test_adapter_grad_norms_are_taken_before_the_clip_with_its_coefficient(token
     """The logged per-adapter norms make up the pre-clip total that transformers' clip returns; the logged
     coefficient is the factor the clip scaled the gradients by (1 when under max_grad_norm)."""
     from lfo_cli.train.adapters import adapter_params, grad_norm
-    from lfo_cli.train.trainer import _AdapterGradNorms
+    from lfo_cli.train.trainer import _OptimizerStepMetrics
 
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, max_grad_norm=max_norm)
     trainer.model.train()
     trainer.compute_loss(trainer.model, make_inputs(tokenizer)).backward()
     total = float(trainer._clip_grad_norm(trainer.model))  # what transformers' loop calls before the callback
     after = (grad_norm(adapter_params(trainer.model, POLICY)), grad_norm(adapter_params(trainer.model, WORLD_MODEL)))
-    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _AdapterGradNorms)]
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _OptimizerStepMetrics)]
     callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)
     m = trainer._metrics["train"]
     policy, wm, coef = m["grad_norm/policy"][-1], m["grad_norm/wm"][-1], m["grad_norm/clip_coef"][-1]
@@ -291,7 +291,7 @@ def test_surprise_reward_is_world_model_error(tokenizer, tmp_path):
 
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=1.0, wm_intrinsic="surprise", wm_intrinsic_coef=0.5)
     assert trainer._surprise_reward in trainer.reward_funcs
-    trainer.wm_examples_fn = lambda env, tools: [wm_example()] * env.calls
+    trainer.objective.examples_fn = lambda env, tools: [wm_example()] * env.calls
     envs = [SimpleNamespace(calls=0), SimpleNamespace(calls=1), SimpleNamespace(calls=3)]
     bonus = trainer._surprise_reward(environments=envs)
     assert bonus[0] == 0.0 and bonus[1] > 0
@@ -314,11 +314,11 @@ def test_surprise_reward_maps_each_loss_to_its_rollout(tokenizer, tmp_path, max_
     examples = _examples_in_groups() if grouped else _examples_of_varied_length()
     random.Random(1).shuffle(examples)
     if grouped:  # rows that share prefixes: their order in the shared batch must map back too
-        assert any(isinstance(b, SharedPrefixBatch) for b in trainer._wm_batches(trainer.model, examples)[0])
+        assert any(isinstance(b, SharedPrefixBatch) for b in trainer.objective.batches(trainer.model, examples)[0])
     per_env = [examples[0:3], examples[3:4], [], examples[4:7]]  # chunks cross rollout boundaries
     if grouped:
         per_env = per_env[:3] + [examples[4:9], examples[9:]]
-    trainer.wm_examples_fn = lambda env, tools: env.examples
+    trainer.objective.examples_fn = lambda env, tools: env.examples
     bonus = trainer._surprise_reward(environments=[SimpleNamespace(examples=e) for e in per_env])
     with torch.no_grad(), active(trainer.model, [WORLD_MODEL]):
         expected = [0.5 * float(world_model_forward(trainer.model, build_batch(tokenizer, e, 512))[1].mean())
@@ -477,7 +477,7 @@ def test_trainer_loss_is_the_same_with_and_without_shared_prefixes(tokenizer, tm
         for name in (POLICY, WORLD_MODEL):
             for p in adapter_params(trainer.model, name):
                 p.data.normal_(0, 0.05)
-        batches, _ = trainer._wm_batches(trainer.model, grouped)
+        batches, _ = trainer.objective.batches(trainer.model, grouped)
         assert any(isinstance(b, SharedPrefixBatch) for b in batches) == share
         inputs = make_inputs(tokenizer)
         inputs[WM_COLUMN] = [grouped[0:4], grouped[4:8], grouped[8:12], grouped[12:]]
@@ -620,7 +620,7 @@ def test_shared_token_floor_counts_each_distinct_context_prefix_once_and_every_t
 
 
 def test_gather_by_prompt_moves_each_prompts_examples_to_its_first_row():
-    from lfo_cli.train.trainer import gather_by_prompt
+    from lfo_cli.train.rollout_record import gather_by_prompt
 
     column = [["a1"], ["b1", "b2"], [], ["a2"], ["c1"], ["b3"]]
     keys = ["A", "B", "B", "A", "C", "B"]
@@ -640,7 +640,7 @@ def test_generation_puts_a_groups_examples_on_one_row_with_the_total(tokenizer, 
 
     grouped = _examples_in_groups()
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_grad_probe_every=0)
-    trainer.wm_examples_fn = lambda env, tools: env.examples
+    trainer.objective.examples_fn = lambda env, tools: env.examples
     per_row = [grouped[0:2], grouped[2:3], [], grouped[3:6], grouped[6:7], grouped[7:9]]
     trainer.environments = [SimpleNamespace(examples=e) for e in per_row]
     prompts = torch.tensor([[0, 0, 7, 8], [0, 0, 7, 8], [0, 0, 7, 8], [5, 6, 7, 8], [5, 6, 7, 8], [0, 0, 7, 8]])
@@ -709,7 +709,7 @@ def test_world_model_metrics_describe_the_step_not_a_micro_batch(tokenizer, tmp_
     they were a mean of two means here, counts of 1 and 3, and probe norms of the parts x 2.)"""
     from trl.trainer.utils import split_tensor_dict
 
-    from lfo_cli.train.trainer import WM_TOTAL, _AdapterGradNorms
+    from lfo_cli.train.trainer import WM_TOTAL, _OptimizerStepMetrics
     from lfo_cli.train.wm_loss import world_model_forward
 
     examples = _examples_in_groups()[:4]
@@ -736,7 +736,7 @@ def test_world_model_metrics_describe_the_step_not_a_micro_batch(tokenizer, tmp_
         trainer.compute_loss(trainer.model, chunk).backward()
     logged = trainer._metrics["train"]
     assert "wm/examples" not in logged  # nothing yet: the step has not ended
-    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _AdapterGradNorms)]
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, _OptimizerStepMetrics)]
     callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)  # as TRL's loop, once per step
 
     assert logged["wm/examples"] == [4.0]

@@ -1,0 +1,217 @@
+"""World-model objectives: one class per coupling, owning every decision the coupling makes.
+
+``DualLoRAGRPOTrainer`` adds ``lambda * world_model_loss`` to TRL's policy loss and delegates the
+world-model side to the run's :class:`WorldModelObjective` (``wm.coupling`` names it in
+:data:`OBJECTIVES`):
+
+* which adapters it attaches (:attr:`~WorldModelObjective.has_adapter`: a ``world_model`` LoRA or none)
+  and which are active when it predicts a reply (:attr:`~WorldModelObjective.predict_adapters`; the
+  in-training semantic probe and the surprise bonus predict the same way);
+* what it keeps of a generation's rollouts (:meth:`~WorldModelObjective.collect`, into the
+  :mod:`rollout record <lfo_cli.train.rollout_record>`);
+* its loss on a micro-batch (:meth:`~WorldModelObjective.loss`), normalised by the run's
+  :class:`~lfo_cli.train.normalise.Normaliser`, and the step metrics it fills;
+* whether it reads the policy's own forward (:meth:`~WorldModelObjective.observe_policy_forward`: the
+  per-token log-probs and entropies TRL computes inside its private ``_compute_loss``, handed over by the
+  trainer's one override of ``_get_per_token_logps_and_entropies``).
+
+A new coupling is a new subclass plus its tests (docs/training.md shows one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+import torch
+
+from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active
+from lfo_cli.train.normalise import Normaliser, ReplyMean, TokenMean
+from lfo_cli.train.rollout_record import (
+    EXAMPLES,
+    PREDICT_TOOLS,
+    REPLY_MASK,
+    UNITS,
+    Example,
+    RolloutRecord,
+    StepWMMetrics,
+    examples_from_environment,
+    gather_by_prompt,
+    observation_of,
+    tool_of,
+)
+
+
+OBJECTIVES: dict[str, type[WorldModelObjective]] = {}  # wm.coupling -> its objective, filled as classes are defined
+
+
+class WorldModelObjective:
+    """The world-model side of the loss. Subclasses set the class attributes and :meth:`collect` / :meth:`loss`;
+    a subclass with a ``name`` registers itself as that ``wm.coupling``."""
+
+    name: ClassVar[str]
+    has_adapter: ClassVar[bool]  # attaches a `world_model` adapter
+    predict_adapters: ClassVar[tuple[str, ...]]  # active while it predicts a reply
+    default_normaliser: ClassVar[type[Normaliser]]
+    own_forward: ClassVar[bool]  # its loss comes from a forward of its own (not the policy's rollout forward)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            if cls.name in OBJECTIVES:
+                raise ValueError(f"a world-model objective named {cls.name!r} exists already: {OBJECTIVES[cls.name]}")
+            OBJECTIVES[cls.name] = cls
+
+    def __init__(self, args, tokenizer, *, total: Callable[[float | torch.Tensor], torch.Tensor],
+                 device: torch.device | str = "cpu", normaliser: Normaliser | None = None):
+        self.args, self.tokenizer, self.total, self.device = args, tokenizer, total, device
+        self.normaliser = normaliser or self.default_normaliser()
+        self.tools = PREDICT_TOOLS[args.wm_predict]
+
+    # ---- rollout time ----
+    def collect(self, output: dict, environments: Sequence) -> None:
+        """Add this objective's columns to TRL's generation output (``output``), from its rollouts'
+        environments (one per row)."""
+        raise NotImplementedError
+
+    # ---- loss time ----
+    def loss(self, model, record: RolloutRecord, part: StepWMMetrics) -> tuple[torch.Tensor | None, float]:
+        """``(mean loss over the micro-batch's units, or None without any; their number)``; adds the
+        micro-batch's sums to ``part``."""
+        raise NotImplementedError
+
+    def observe_policy_forward(self, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
+        """The policy forward's per-token log-probs and entropies of this micro-batch (inside TRL's
+        ``_compute_loss``). Only objectives that read them keep them."""
+
+    @property
+    def reads_policy_forward(self) -> bool:
+        return type(self).observe_policy_forward is not WorldModelObjective.observe_policy_forward
+
+
+class _ExampleObjective(WorldModelObjective):
+    """A world model with its own forward on formatted examples: (state, action) -> the rep's reply."""
+
+    has_adapter = True
+    default_normaliser = ReplyMean
+    own_forward = True
+    examples_fn: Callable[[object, Sequence[str]], list[Example]] = staticmethod(examples_from_environment)
+
+    def collect(self, output: dict, environments: Sequence) -> None:
+        n = output["completion_ids"].size(0)
+        column = [self.examples_fn(env, self.tools) for env in environments] if environments else [[] for _ in range(n)]
+        if len(column) != n:
+            raise RuntimeError(f"{len(column)} environments for {n} rollouts")
+        prompts = [tuple(t for t, m in zip(ids, mask, strict=True) if m)
+                   for ids, mask in zip(output["prompt_ids"].tolist(), output["prompt_mask"].tolist(), strict=True)]
+        output[EXAMPLES] = gather_by_prompt(column, prompts)
+        output[UNITS] = self.total(sum(len(c) for c in column))
+
+    def loss(self, model, record: RolloutRecord, part: StepWMMetrics) -> tuple[torch.Tensor | None, float]:
+        from lfo_cli.train.wm_loss import world_model_sums
+
+        flat = [ex for row in (record.examples or []) for ex in row]
+        if not flat:
+            return None, 0.0
+        units = float(len(flat))
+        if len(flat) > self.args.wm_max_examples:  # evenly spaced subsample, deterministic
+            stride = len(flat) / self.args.wm_max_examples
+            flat = [flat[math.floor(i * stride)] for i in range(self.args.wm_max_examples)]
+        batches, _ = self.batches(model, flat)
+        with active(model, list(self.predict_adapters)):
+            sums, correct, counts = world_model_sums(model, [b.to(self.device) for b in batches])
+        wm_loss = self.normaliser.reduce(sums, counts)
+        n = self.normaliser.units(counts)
+        part.loss_sum += float(wm_loss.detach()) * n
+        part.units += n
+        part.examples += float(len(flat))
+        part.targets += float(counts.sum())
+        part.correct += float(correct.sum())
+        return wm_loss, units
+
+    def batches(self, model, examples: list[Example]):
+        from lfo_cli.train.wm_batches import build_wm_batches
+        from lfo_cli.train.wm_loss import can_share_prefix
+
+        share = self.args.wm_share_prefix and can_share_prefix(model)
+        return build_wm_batches(self.tokenizer, examples, self.args.wm_max_length, self.args.wm_batch_tokens,
+                                share_prefix=share)
+
+
+class Separate(_ExampleObjective):
+    """The design: the world-model forward runs with only its own adapter. With a frozen base no gradient
+    of its loss reaches the policy adapter (measured every probe step, not assumed)."""
+
+    name = "separate"
+    predict_adapters = (WORLD_MODEL,)
+
+
+class Stacked(_ExampleObjective):
+    """Both adapters active in the world-model forward, so its gradient also trains the policy adapter."""
+
+    name = "stacked"
+    predict_adapters = (POLICY, WORLD_MODEL)
+
+
+class Shared(WorldModelObjective):
+    """ECHO-style: one adapter. The cross-entropy on the reply tokens already inside the policy's rollout
+    forward (TRL masks them out of the policy loss via ``tool_mask``) is the world-model loss: no extra
+    forward at all."""
+
+    name = "shared"
+    has_adapter = False
+    predict_adapters = (POLICY,)
+    default_normaliser = TokenMean
+    own_forward = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._logps: torch.Tensor | None = None
+
+    def collect(self, output: dict, environments: Sequence) -> None:
+        output[REPLY_MASK] = masks = self.reply_masks(output, environments)
+        output[UNITS] = self.total(masks.sum())
+
+    def reply_masks(self, output: dict, environments: Sequence) -> torch.Tensor:
+        """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
+        from lfo_cli.train.reply_mask import reply_token_mask
+
+        completion_ids, width = output["completion_ids"], output["completion_ids"].size(1)
+        tool_mask = output.get("tool_mask")
+        masks = torch.zeros_like(completion_ids)
+        if tool_mask is None or not environments:
+            return masks
+        for i, env in enumerate(environments):
+            replies = [(observation_of(t), tool_of(t) in self.tools) for t in getattr(env, "transitions", [])]
+            row = reply_token_mask(self.tokenizer, completion_ids[i].tolist(), tool_mask[i].tolist(), replies)
+            masks[i, :width] = torch.tensor(row[:width], dtype=masks.dtype)
+        return masks * output["completion_mask"]
+
+    def observe_policy_forward(self, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
+        self._logps = logps
+
+    def loss(self, model, record: RolloutRecord, part: StepWMMetrics) -> tuple[torch.Tensor | None, float]:
+        logps, self._logps = self._logps, None
+        mask = record.reply_mask
+        count = float(mask.sum()) if mask is not None else 0.0
+        if logps is None or count == 0:
+            return None, count
+        sums = -(logps * mask.to(logps.dtype)).sum().reshape(1)
+        counts = torch.tensor([count], dtype=logps.dtype, device=logps.device)
+        wm_loss = self.normaliser.reduce(sums, counts)
+        n = self.normaliser.units(counts)
+        part.loss_sum += float(wm_loss.detach()) * n
+        part.units += n
+        part.targets += count
+        return wm_loss, n
+
+
+COUPLINGS = tuple(OBJECTIVES)  # the config's Literal: the objectives defined in this module
+
+
+def objective_class(coupling: str) -> type[WorldModelObjective]:
+    try:
+        return OBJECTIVES[coupling]
+    except KeyError:
+        raise ValueError(f"unknown wm.coupling {coupling!r} (known: {', '.join(OBJECTIVES)})") from None

@@ -1,0 +1,129 @@
+"""The rollout record: what a world-model objective keeps of a generation for its loss.
+
+TRL's GRPO generation returns one dict of per-row columns, which it shuffles and splits into
+gradient-accumulation micro-batches (``shuffle_sequence_dict``, ``split_tensor_dict``). A world-model
+objective adds its own columns to that dict at rollout time (:meth:`WorldModelObjective.collect`), so
+they travel with their rows through TRL's split, and reads them back per micro-batch as a
+:class:`RolloutRecord` in ``compute_loss``:
+
+* ``lfo_wm_examples``: per row, the world-model examples (text, target span) of that row's phone calls,
+  a prompt's examples all on its first row (:func:`gather_by_prompt`);
+* ``lfo_reply_mask``: (B, C) the reply tokens inside each rollout's completion (the tool replies TRL
+  masks out of the policy loss with ``tool_mask``);
+* ``lfo_wm_units``: a 0-d total, over the generation and all processes, of the units the objective's
+  normaliser averages over (examples or reply tokens). TRL hands a 0-d tensor to every micro-batch whole,
+  as it does ``num_items_in_batch``.
+
+The examples come from each rollout's environment (``trainer.environments``, one per row, in row order),
+whose transition log holds the state, the action and the rep's reply of every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+EXAMPLES = "lfo_wm_examples"
+REPLY_MASK = "lfo_reply_mask"
+UNITS = "lfo_wm_units"
+COLUMNS = (EXAMPLES, REPLY_MASK, UNITS)
+
+# Which tool replies the world model predicts (``wm.predict``).
+PREDICT_TOOLS = {
+    "phone": ("make_phone_call",),
+    "phone_form": ("make_phone_call", "auth_info_form"),
+    "all": ("make_phone_call", "auth_info_form", "search_company"),
+}
+
+Example = tuple[str, tuple[int, int]]  # input + target text, the target's character span
+
+
+@dataclass
+class RolloutRecord:
+    """One micro-batch's world-model columns (absent columns are None)."""
+
+    examples: list[list[Example]] | None = None
+    reply_mask: torch.Tensor | None = None
+    units: torch.Tensor | None = None
+
+    @classmethod
+    def pop(cls, inputs: dict) -> RolloutRecord:
+        """Take the record's columns out of a micro-batch's inputs (TRL's loss must not see them)."""
+        return cls(*(inputs.pop(key, None) for key in COLUMNS))
+
+
+def tool_of(transition) -> str | None:
+    """The tool a logged transition called (transitions are objects or mappings)."""
+    action = transition.get("action") if isinstance(transition, Mapping) else getattr(transition, "action", None)
+    if isinstance(action, Mapping):
+        return action.get("tool")
+    return getattr(action, "tool", None)
+
+
+def observation_of(transition) -> str:
+    return transition["observation"] if isinstance(transition, Mapping) else transition.observation
+
+
+def examples_from_environment(env, tools: Sequence[str]) -> list[Example]:
+    """World-model examples (text, target span) for the transitions of one rollout's environment."""
+    from lfo_cli.env.formatting import world_model_example
+
+    transitions = getattr(env, "transitions", None) or []
+    return [world_model_example(t) for t in transitions if tool_of(t) in tools]
+
+
+def gather_by_prompt(column: Sequence[list[Example]], keys: Sequence[object]) -> list[list[Example]]:
+    """Every row's examples moved to the first row with the same key (its prompt); the other rows get none.
+
+    TRL shuffles a generation batch's rows before splitting it into gradient-accumulation micro-batches,
+    which scatters a prompt's group of rollouts. Their world-model examples share the task and usually
+    the directory the search returned; on one row they stay in one micro-batch, where their common
+    start runs once. The loss is normalised by the generation's total (``UNITS``), so which micro-batch
+    computes an example does not change the step's loss.
+    """
+    first: dict[object, int] = {}
+    out: list[list[Example]] = [[] for _ in column]
+    for i, (key, examples) in enumerate(zip(keys, column, strict=True)):
+        out[first.setdefault(key, i)].extend(examples)
+    return out
+
+
+@dataclass
+class StepWMMetrics:
+    """The world model's metrics of one optimizer step, summed over its micro-batches.
+
+    With gradient accumulation a micro-batch holds whole prompt groups or none (``gather_by_prompt``),
+    so per-micro-batch means would be lumpy: a mean of means, and a probe norm of one part of the
+    step's gradient. Sums over the step give the step's own values: the loss over its normaliser's
+    units (phone calls, or reply tokens), token accuracy over its target tokens, and the norm of the
+    whole step's d(lambda * wm_loss)/d(policy) (the micro-batches' terms add up to the step's).
+    """
+
+    loss_sum: float = 0.0  # the loss summed over units
+    units: float = 0.0  # what ``losses/wm`` is a mean over
+    examples: float = 0.0  # world-model examples (0 for an objective without separate examples)
+    targets: float = 0.0  # target tokens
+    correct: float = 0.0  # target tokens predicted right (counted only where examples are)
+    probe: list[torch.Tensor] | None = None  # summed d(term)/d(policy adapter), when the step is probed
+
+    def add(self, other: StepWMMetrics) -> None:
+        self.loss_sum += other.loss_sum
+        self.units += other.units
+        self.examples += other.examples
+        self.targets += other.targets
+        self.correct += other.correct
+        if other.probe is not None:
+            self.probe = other.probe if self.probe is None else [a + b for a, b in zip(self.probe, other.probe, strict=True)]
+
+    def emit(self, metrics: dict[str, list[float]]) -> None:
+        """Append the step's values to TRL's metric lists (nothing for a step without world-model loss)."""
+        if self.units:
+            metrics["losses/wm"].append(self.loss_sum / self.units)
+            metrics["wm/target_tokens"].append(self.targets)
+            if self.examples:
+                metrics["wm/token_acc"].append(self.correct / max(self.targets, 1.0))
+                metrics["wm/examples"].append(self.examples)
+        if self.probe is not None:
+            metrics["grad_norm/policy_from_wm"].append(float(torch.nn.utils.get_total_norm(self.probe)))

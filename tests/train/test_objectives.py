@@ -1,0 +1,81 @@
+"""World-model objectives: the normalisers on hand-made numbers, the registry, and a fourth coupling added as
+one class (the example in docs/training.md)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_trainer import make_inputs, make_trainer  # noqa: E402
+from tiny import tiny_tokenizer  # noqa: E402
+
+from lfo_cli.train.normalise import NORMALISERS, ReplyMean, TokenMean  # noqa: E402
+from lfo_cli.train.objectives import COUPLINGS, OBJECTIVES, Separate, Shared, Stacked, objective_class  # noqa: E402
+
+LFO = Path(__file__).resolve().parents[2] / "lfo_cli"
+
+
+def test_the_normalisers_on_hand_made_sums_and_counts():
+    sums, counts = torch.tensor([6.0, 4.0, 0.0]), torch.tensor([3, 1, 0])  # a long reply, a short one, an empty one
+    assert float(ReplyMean().reduce(sums, counts)) == pytest.approx((2.0 + 4.0 + 0.0) / 3)  # every reply weighs 1
+    assert float(TokenMean().reduce(sums, counts)) == pytest.approx(10.0 / 4)  # every token weighs 1
+    assert ReplyMean().units(counts) == 3.0 and TokenMean().units(counts) == 4.0
+    assert set(NORMALISERS) == {"reply_mean", "token_mean"}
+
+
+def test_each_coupling_is_one_registered_class_with_its_adapters_and_normaliser():
+    assert COUPLINGS == ("separate", "stacked", "shared") and OBJECTIVES["stacked"] is Stacked
+    assert (Separate.has_adapter, Stacked.has_adapter, Shared.has_adapter) == (True, True, False)
+    assert Separate.predict_adapters == ("world_model",) and Stacked.predict_adapters == ("policy", "world_model")
+    assert Separate.default_normaliser is ReplyMean and Shared.default_normaliser is TokenMean
+    with pytest.raises(ValueError, match="unknown wm.coupling 'bogus'"):
+        objective_class("bogus")
+
+
+def test_coupling_names_are_compared_nowhere_but_the_registry_and_the_configs_literal():
+    """No `coupling == "shared"` and no dict keyed by coupling names: the only string constants equal to a
+    coupling's name are the objectives' own `name`s and the config's default."""
+    found = []
+    for path in LFO.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and node.value in COUPLINGS:
+                found.append(f"{path.relative_to(LFO)}:{node.value}")
+    assert sorted(found) == ["train/config.py:separate", "train/objectives.py:separate",
+                             "train/objectives.py:shared", "train/objectives.py:stacked"]
+
+
+@pytest.fixture()
+def fourth_coupling():
+    """The docs' example: the policy adapter alone predicts the formatted replies (an ECHO-like weight
+    sharing with the world model's own inputs), with no world-model adapter."""
+    from lfo_cli.train.objectives import _ExampleObjective
+
+    class PolicyPredicts(_ExampleObjective):
+        name = "policy_predicts"
+        has_adapter = False
+        predict_adapters = ("policy",)
+
+    yield PolicyPredicts
+    del OBJECTIVES["policy_predicts"]
+
+
+def test_a_fourth_coupling_is_one_class(fourth_coupling, tmp_path):
+    from lfo_cli.train.adapters import POLICY, adapter_params
+
+    tokenizer = tiny_tokenizer()
+    trainer = make_trainer(tokenizer, tmp_path, dual=False, wm_coupling="policy_predicts", wm_coef=1.0)
+    assert isinstance(trainer.objective, fourth_coupling)
+    for p in adapter_params(trainer.model, POLICY):
+        torch.nn.init.normal_(p, std=0.1)
+    trainer.model.train()
+    trainer.compute_loss(trainer.model, make_inputs(tokenizer))
+    logged = trainer._metrics["train"]
+    assert logged["losses/wm"][-1] > 0 and logged["wm/examples"][-1] == 4.0
+    assert logged["grad_norm/policy_from_wm"][-1] > 0  # its world-model gradient trains the policy
+    with pytest.raises(ValueError, match="exists already"):
+        type("Again", (fourth_coupling,), {"name": "policy_predicts"})
