@@ -42,7 +42,6 @@ from lfo_cli.train.rollout_record import (
     tool_of,
 )
 
-
 OBJECTIVES: dict[str, type[WorldModelObjective]] = {}  # wm.coupling -> its objective, filled as classes are defined
 
 
