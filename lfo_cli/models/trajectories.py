@@ -58,11 +58,16 @@ def collect_trajectories(
     rollouts_per_task: int = 1,
     system_prompt: str = prompts.SYSTEM_PROMPT,
     imitate_random: bool = True,
+    probe_rate: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Run ``policy`` (with the environment's ``NoiseConfig``) on each task; one dict per rollout
     with ``messages``, ``transitions`` (dicts), ``task_id``, ``difficulty``, ``policy``, ``reward``
     and ``info``. Rollout seeds derive from ``seed`` so the data set is reproducible.
-    ``imitate_random``: see :func:`trajectory_messages`."""
+    ``imitate_random``: see :func:`trajectory_messages`. ``probe_rate``: each rollout plays the ``probe``
+    policy instead with this probability (drawn per rollout from ``seed``, task and rollout index, so a
+    rollout's policy and its own seed do not depend on the others), with the same noise."""
+    import random
+
     from lfo_cli.env.episode import Episode
     from lfo_cli.env.rollout import run_episode
     from lfo_cli.env.world import sub_seed
@@ -72,7 +77,10 @@ def collect_trajectories(
     for task in tasks:
         for r in range(rollouts_per_task):
             rollout_seed = sub_seed("warmstart", seed, task.task_id, r) % (2**31)
-            traj = run_episode(episode, policy, task, rollout_seed=rollout_seed, noise=noise)
+            played = policy
+            if probe_rate and random.Random(sub_seed("probe-mix", seed, task.task_id, r)).random() < probe_rate:
+                played = "probe"
+            traj = run_episode(episode, played, task, rollout_seed=rollout_seed, noise=noise)
             d = traj.to_dict()
             out.append(
                 {

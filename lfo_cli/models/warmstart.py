@@ -141,6 +141,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         "data/untrained_turns": sum(m.get("weight", 1) == 0 for t in trajectories for m in t["messages"]
                                     if m["role"] == "assistant"),
         "data/teacher_success": sum(t["reward"] >= 1.0 for t in trajectories) / len(trajectories),
+        "data/probe_share": sum(t["policy"].split("+")[0] == "probe" for t in trajectories) / len(trajectories),
         "data/mean_tokens": float(np.mean(lengths)),
         "data/max_tokens": int(max(lengths)),
         "data/prompt_tokens": len(tokenizer.apply_chat_template(
@@ -231,6 +232,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         from lfo_cli.models.trajectories import collect_trajectories
 
         teacher = collect_trajectories(world, val, policy=cfg.data.policy, seed=cfg.seed + 1, noise=cfg.data.noise(),
+                                       probe_rate=cfg.data.probe_rate,
                                        rollouts_per_task=cfg.eval.samples_per_task)
         val = [t for t in val for _ in range(cfg.eval.samples_per_task)]  # as `lfo transfer-eval --samples`
         t_eval = time.time()

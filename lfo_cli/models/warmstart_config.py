@@ -86,6 +86,13 @@ class DataSection:
                   "False keeps them in context with no loss, as for slips: the model sees detours and recovers "
                   "from them but never learns to emit a company, number or value the conversation did not show."},
     )
+    probe_rate: float = field(
+        default=0.0,
+        metadata={"help": "Probability that a rollout plays the `probe` reference policy instead (it calls each "
+                  "needed department with an empty auth_info, reads the auth_failure reply and files the fields it "
+                  "named), with the same noise: a warm start that has seen replies read within an episode, the "
+                  "behaviour held-out companies need. 0: the policy alone."},
+    )
     success_weight: int = field(
         default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
     )
@@ -111,7 +118,7 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
-        for name in ("epsilon", "field_dropout", "slip", "field_extra"):
+        for name in ("epsilon", "field_dropout", "slip", "field_extra", "probe_rate"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise LfoError(f"data.{name} must be in [0, 1], got {v}")

@@ -36,7 +36,7 @@ IGNORED = {
     "wmil": {"seed", "log_every", "save_every", "threads", "parent_timeout", "parent_max_retries"},
 }
 # world-model keys that mean nothing when wm.coef == 0 (blanked so baselines pool)
-WM_ONLY = ("wm.predict", "wm.coupling", "wm.learning_rate", "wm.max_length", "wm.max_examples")
+WM_ONLY = ("wm.predict", "wm.coupling", "wm.normalize", "wm.learning_rate", "wm.max_length", "wm.max_examples")
 BLANK = "-"
 
 

@@ -16,6 +16,7 @@ from typing import Literal
 from trl import GRPOConfig
 
 from lfo_cli.errors import LfoError
+from lfo_cli.train.normalise import NORMALIZE_CHOICES
 from lfo_cli.train.objectives import COUPLINGS, OBJECTIVES, objective_class
 
 SCHEDULE_RE = re.compile(r"^(joint|alternating|wm_first:(\d+)|hierarchical:(\d+))$")
@@ -119,6 +120,15 @@ class DualLoRAConfig(GRPOConfig):
                   "trains the policy adapter. shared: one adapter; cross-entropy on the phone-reply tokens inside "
                   "the policy's own rollout forward."},
     )
+    wm_normalize: Literal[NORMALIZE_CHOICES] = field(
+        default="obs_tokens",
+        metadata={"help": "How the replies' cross-entropy becomes the world-model loss, the same for every coupling "
+                  "so lambda means one thing: obs_tokens (ECHO: each sequence's mean over its reply tokens, then the "
+                  "mean over sequences; a sequence is one call's example, or one rollout for shared), token_mean "
+                  "(the mean over all reply tokens; shared only), legacy (each coupling's own, as the observation "
+                  "study ran: obs_tokens for separate/stacked, token_mean for shared). docs/training.md gives both "
+                  "formulas."},
+    )
     wm_schedule: str = field(
         default="joint",
         metadata={"help": "joint | alternating | wm_first:N | hierarchical:K (the design's ablation 4)."},
@@ -174,6 +184,10 @@ class DualLoRAConfig(GRPOConfig):
     def __post_init__(self):
         super().__post_init__()
         objective = objective_class(self.wm_coupling)
+        try:
+            objective.normaliser_class(self.wm_normalize)
+        except (ValueError, KeyError) as exc:
+            raise LfoError(str(exc).strip("'")) from None
         if self.activation_checkpointing and self.wm_coef > 0 and objective.own_forward:
             raise LfoError(
                 f"activation (gradient) checkpointing does not work with wm.coupling={self.wm_coupling}: the backward "

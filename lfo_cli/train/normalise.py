@@ -1,14 +1,23 @@
 """How the world-model cross-entropy of a batch becomes one loss: the normaliser, apart from the coupling.
 
-An objective hands its normaliser groups of target tokens (one per world-model example, or all of a
-micro-batch's reply tokens) as ``sums`` (cross-entropy summed over a group's target tokens, with its
-graph) and ``counts`` (the group's target tokens). The normaliser returns the micro-batch's mean loss and
-says what it is a mean over (:attr:`Normaliser.unit`), which is what the generation's total counts, so
-that the micro-batches of one generation add up to the mean over all of it (``DualLoRAGRPOTrainer._wm_share``).
-One object, shared by every coupling: lambda means the same thing wherever the term's gradient goes.
+An objective hands its normaliser *sequences*, each the target tokens of one thing the model read: a
+world-model example (one call's reply, ``separate``/``stacked``) or one rollout (its reply tokens inside
+the policy's forward, ``shared``), as ``sums`` (cross-entropy summed over the sequence's target tokens,
+with its graph) and ``counts`` (its target tokens). The normaliser returns the micro-batch's loss and
+how many of its units that loss is a mean over; the generation's total of those units makes the
+micro-batches of one generation add up to the mean over all of it (``DualLoRAGRPOTrainer._wm_share``).
 
-``reply_mean`` (the world model's examples): each reply's token-mean, then the mean over replies.
-``token_mean`` (reply tokens inside the rollouts): the mean over every reply token of the micro-batch.
+``obs_tokens`` (ECHO's; the default): each sequence's cross-entropy divided by its own target-token
+count, then the mean over sequences (those with at least one target token)::
+
+    L = 1/|S| * sum_{s in S} ( sum_{t in s} CE_t / |s| )
+
+``token_mean``: the mean over every target token of the micro-batch, so a long reply weighs more::
+
+    L = sum_s sum_{t in s} CE_t / sum_s |s|
+
+``wm.normalize: legacy`` is what the observation study ran: ``obs_tokens`` for ``separate`` and
+``stacked`` (one sequence per call) and ``token_mean`` for ``shared``, each coupling's own default.
 """
 
 from __future__ import annotations
@@ -21,31 +30,32 @@ import torch
 
 class Normaliser(ABC):
     name: ClassVar[str]
-    unit: ClassVar[str]  # what the mean is over: "reply" (a world-model example) or "token"
+    unit: ClassVar[str]  # what the mean is over: "sequence" or "token"
 
     @abstractmethod
     def reduce(self, sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        """The micro-batch's loss from per-group cross-entropy sums and target-token counts."""
+        """The micro-batch's loss from per-sequence cross-entropy sums and target-token counts."""
 
     @abstractmethod
     def units(self, counts: torch.Tensor) -> float:
-        """How many of :attr:`unit` the groups hold (the count the generation's total adds up)."""
+        """How many of :attr:`unit` the sequences hold (what the generation's total adds up)."""
 
 
-class ReplyMean(Normaliser):
-    """Mean over replies of each reply's token-mean: every phone call weighs the same, long or short."""
+class ObsTokens(Normaliser):
+    """Each sequence's token-mean, then the mean over sequences: every reply (or rollout) weighs the same."""
 
-    name, unit = "reply_mean", "reply"
+    name, unit = "obs_tokens", "sequence"
 
     def reduce(self, sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        return (sums / counts.clamp(min=1)).mean()
+        keep = counts > 0
+        return (sums[keep] / counts[keep]).mean()
 
     def units(self, counts: torch.Tensor) -> float:
-        return float(counts.numel())
+        return float((counts > 0).sum())
 
 
 class TokenMean(Normaliser):
-    """Mean over every target token: a long reply weighs more than a short one."""
+    """The mean over every target token."""
 
     name, unit = "token_mean", "token"
 
@@ -56,4 +66,6 @@ class TokenMean(Normaliser):
         return float(counts.sum())
 
 
-NORMALISERS: dict[str, type[Normaliser]] = {cls.name: cls for cls in (ReplyMean, TokenMean)}
+NORMALISERS: dict[str, type[Normaliser]] = {cls.name: cls for cls in (ObsTokens, TokenMean)}
+LEGACY = "legacy"  # each coupling's own default, as the observation study ran
+NORMALIZE_CHOICES = (*NORMALISERS, LEGACY)

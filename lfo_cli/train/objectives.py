@@ -27,7 +27,7 @@ from typing import ClassVar
 import torch
 
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active
-from lfo_cli.train.normalise import Normaliser, ReplyMean, TokenMean
+from lfo_cli.train.normalise import LEGACY, NORMALISERS, Normaliser, ObsTokens, TokenMean
 from lfo_cli.train.rollout_record import (
     EXAMPLES,
     PREDICT_TOOLS,
@@ -52,7 +52,8 @@ class WorldModelObjective:
     name: ClassVar[str]
     has_adapter: ClassVar[bool]  # attaches a `world_model` adapter
     predict_adapters: ClassVar[tuple[str, ...]]  # active while it predicts a reply
-    default_normaliser: ClassVar[type[Normaliser]]
+    default_normaliser: ClassVar[type[Normaliser]]  # what `wm.normalize: legacy` uses
+    normalisers: ClassVar[tuple[type[Normaliser], ...]]  # the normalisers it can count units for at rollout time
     own_forward: ClassVar[bool]  # its loss comes from a forward of its own (not the policy's rollout forward)
 
     def __init_subclass__(cls, **kwargs):
@@ -63,10 +64,19 @@ class WorldModelObjective:
             OBJECTIVES[cls.name] = cls
 
     def __init__(self, args, tokenizer, *, total: Callable[[float | torch.Tensor], torch.Tensor],
-                 device: torch.device | str = "cpu", normaliser: Normaliser | None = None):
+                 device: torch.device | str = "cpu"):
         self.args, self.tokenizer, self.total, self.device = args, tokenizer, total, device
-        self.normaliser = normaliser or self.default_normaliser()
+        self.normaliser = self.normaliser_class(args.wm_normalize)()
         self.tools = PREDICT_TOOLS[args.wm_predict]
+
+    @classmethod
+    def normaliser_class(cls, normalize: str) -> type[Normaliser]:
+        """The normaliser ``wm.normalize`` names for this objective (``legacy``: its own default)."""
+        chosen = cls.default_normaliser if normalize == LEGACY else NORMALISERS[normalize]
+        if chosen not in cls.normalisers:
+            raise ValueError(f"wm.normalize={normalize} does not go with wm.coupling={cls.name} (it supports "
+                             f"{', '.join(n.name for n in cls.normalisers)})")
+        return chosen
 
     # ---- rollout time ----
     def collect(self, output: dict, environments: Sequence) -> None:
@@ -93,7 +103,10 @@ class _ExampleObjective(WorldModelObjective):
     """A world model with its own forward on formatted examples: (state, action) -> the rep's reply."""
 
     has_adapter = True
-    default_normaliser = ReplyMean
+    default_normaliser = ObsTokens
+    # Each example is one sequence with its reply: the generation's total is its number of examples. A
+    # token mean would need the replies' token counts at rollout time.
+    normalisers = (ObsTokens,)
     own_forward = True
     examples_fn: Callable[[object, Sequence[str]], list[Example]] = staticmethod(examples_from_environment)
 
@@ -162,6 +175,7 @@ class Shared(WorldModelObjective):
     has_adapter = False
     predict_adapters = (POLICY,)
     default_normaliser = TokenMean
+    normalisers = (ObsTokens, TokenMean)
     own_forward = False
 
     def __init__(self, *args, **kwargs):
@@ -170,7 +184,7 @@ class Shared(WorldModelObjective):
 
     def collect(self, output: dict, environments: Sequence) -> None:
         output[REPLY_MASK] = masks = self.reply_masks(output, environments)
-        output[UNITS] = self.total(masks.sum())
+        output[UNITS] = self.total(self.normaliser.units(masks.sum(-1)))
 
     def reply_masks(self, output: dict, environments: Sequence) -> torch.Tensor:
         """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
@@ -195,9 +209,9 @@ class Shared(WorldModelObjective):
         mask = record.reply_mask
         count = float(mask.sum()) if mask is not None else 0.0
         if logps is None or count == 0:
-            return None, count
-        sums = -(logps * mask.to(logps.dtype)).sum().reshape(1)
-        counts = torch.tensor([count], dtype=logps.dtype, device=logps.device)
+            return None, 0.0
+        mask = mask.to(logps.dtype)
+        sums, counts = -(logps * mask).sum(-1), mask.sum(-1)  # one sequence per rollout
         wm_loss = self.normaliser.reduce(sums, counts)
         n = self.normaliser.units(counts)
         part.loss_sum += float(wm_loss.detach()) * n

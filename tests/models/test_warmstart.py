@@ -80,6 +80,36 @@ def test_fresh_tasks_replace_the_rl_train_tasks_in_the_sft_data(small_world_dir)
     assert other_seed[0]["messages"] != trajs[0]["messages"]
 
 
+@pytest.mark.parametrize("rate", [0.0, 0.3, 0.7])
+def test_the_probing_teacher_plays_probe_at_its_rate_and_leaves_the_other_rollouts_as_they_were(small_world_dir, rate):
+    """data.probe_rate: a rollout is the `probe` policy's with that probability (a binomial count over 600
+    rollouts within 4 standard deviations), and a rollout that stays with the prior is the same rollout
+    as without any probing (its policy is drawn apart from its own seed)."""
+    import math
+
+    from lfo_cli.env import load_world
+    from lfo_cli.models.sft_data import collect_sft_trajectories
+
+    world = load_world(small_world_dir)
+    plain = collect_sft_trajectories(WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300)), world)
+    mixed = collect_sft_trajectories(
+        WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300, probe_rate=rate)), world)
+    n = len(mixed)
+    probes = [t for t in mixed if t["policy"].split("+")[0] == "probe"]
+    assert n == 600 and abs(len(probes) - rate * n) <= 4 * math.sqrt(n * rate * (1 - rate)) + 1e-9
+    assert all(a["messages"] == b["messages"] for a, b in zip(plain, mixed, strict=True) if b["policy"].split("+")[0] == "prior")
+
+    def first_call_empty(t) -> bool:  # the probe calls a needed department with an empty auth_info first
+        calls = [c["function"] for m in t["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        phone = [c for c in calls if c["name"] == "make_phone_call"]
+        return bool(phone) and not phone[0]["arguments"].get("auth_info")
+
+    if probes:  # noise (a random call 10% of the time) aside, every probe rollout starts so; prior ones do not
+        assert sum(map(first_call_empty, probes)) / len(probes) > 0.7
+    priors = [t for t in mixed if t["policy"].split("+")[0] == "prior"]
+    assert sum(map(first_call_empty, priors)) / len(priors) < 0.3
+
+
 def test_slipped_turns_stay_in_context_without_loss(small_world_dir, tiny_tokenizer):
     from lfo_cli.env import load_world
     from lfo_cli.env.trl_env import CustomerServiceEnv

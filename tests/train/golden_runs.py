@@ -28,6 +28,8 @@ from tiny import tiny_model, tiny_tokenizer  # noqa: E402
 GOLDEN = Path(__file__).parent / "golden" / "couplings.json"
 CASES = (("separate", "joint"), ("stacked", "joint"), ("stacked", "alternating"), ("shared", "joint"))
 STEPS = 3
+# The normalisation the golden values were recorded with (each coupling's own, as the observation study ran).
+NORMALIZE = {"wm_normalize": "legacy"}
 REL_TOL, ABS_TOL = 1e-4, 1e-6  # a refactor may reorder float sums (last bits), never change the experiment
 GROUP = 2  # rollouts per prompt
 
@@ -122,7 +124,8 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
     args = DualLoRAConfig(output_dir=str(tmp_dir / f"{coupling}_{schedule}"), per_device_train_batch_size=8,
                           num_generations=GROUP, max_completion_length=900, learning_rate=1e-2, report_to=[],
                           use_cpu=True, logging_steps=1, save_strategy="no", warmup_steps=0, wm_coef=0.5,
-                          wm_coupling=coupling, wm_schedule=schedule, wm_grad_probe_every=1, max_grad_norm=1.0)
+                          wm_coupling=coupling, wm_schedule=schedule, wm_grad_probe_every=1, max_grad_norm=1.0,
+                          **NORMALIZE)
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "call"}]] * 8})
     trainer = DualLoRAGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                                   args=args, train_dataset=data, processing_class=tokenizer)

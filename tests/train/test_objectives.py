@@ -14,25 +14,59 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_trainer import make_inputs, make_trainer  # noqa: E402
 from tiny import tiny_tokenizer  # noqa: E402
 
-from lfo_cli.train.normalise import NORMALISERS, ReplyMean, TokenMean  # noqa: E402
+from lfo_cli.train.normalise import NORMALISERS, ObsTokens, TokenMean  # noqa: E402
 from lfo_cli.train.objectives import COUPLINGS, OBJECTIVES, Separate, Shared, Stacked, objective_class  # noqa: E402
 
 LFO = Path(__file__).resolve().parents[2] / "lfo_cli"
 
 
 def test_the_normalisers_on_hand_made_sums_and_counts():
-    sums, counts = torch.tensor([6.0, 4.0, 0.0]), torch.tensor([3, 1, 0])  # a long reply, a short one, an empty one
-    assert float(ReplyMean().reduce(sums, counts)) == pytest.approx((2.0 + 4.0 + 0.0) / 3)  # every reply weighs 1
+    sums, counts = torch.tensor([6.0, 4.0, 0.0]), torch.tensor([3, 1, 0])  # a long reply, a short one, none
+    assert float(ObsTokens().reduce(sums, counts)) == pytest.approx((2.0 + 4.0) / 2)  # every sequence weighs 1
     assert float(TokenMean().reduce(sums, counts)) == pytest.approx(10.0 / 4)  # every token weighs 1
-    assert ReplyMean().units(counts) == 3.0 and TokenMean().units(counts) == 4.0
-    assert set(NORMALISERS) == {"reply_mean", "token_mean"}
+    assert ObsTokens().units(counts) == 2.0 and TokenMean().units(counts) == 4.0
+    assert set(NORMALISERS) == {"obs_tokens", "token_mean"}
+
+
+@pytest.mark.parametrize(("normalize", "expected", "units"), [("obs_tokens", (4 / 2 + 6 / 1) / 2, 2.0),
+                                                             ("token_mean", 10 / 3, 3.0), ("legacy", 10 / 3, 3.0)])
+def test_shared_normalisations_on_hand_made_log_probs_and_reply_masks(normalize, expected, units):
+    """Two rollouts: reply tokens with log-probs -1, -3 in the first and -6 in the second; the other
+    positions (the agent's own tokens) and the third rollout (no reply) count for nothing."""
+    from types import SimpleNamespace
+
+    from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics
+
+    logps = torch.tensor([[-1.0, -9.0, -3.0], [-7.0, -6.0, -8.0], [-5.0, -5.0, -5.0]], requires_grad=True)
+    mask = torch.tensor([[1, 0, 1], [0, 1, 0], [0, 0, 0]])
+    args = SimpleNamespace(wm_normalize=normalize, wm_predict="phone")
+    objective = Shared(args, tokenizer=None, total=torch.as_tensor)
+    objective.observe_policy_forward(logps, None)
+    part = StepWMMetrics()
+    loss, n = objective.loss(None, RolloutRecord(reply_mask=mask), part)
+    assert float(loss) == pytest.approx(expected) and n == units and part.units == units and part.targets == 3
+    loss.backward()
+    assert float(logps.grad[2].abs().sum()) == 0 and float(logps.grad[0, 1]) == 0  # only reply tokens
+    output = {"completion_ids": torch.zeros(3, 3, dtype=torch.long), "completion_mask": torch.ones(3, 3, dtype=torch.long)}
+    objective.reply_masks = lambda out, envs: mask
+    objective.collect(output, environments=[])
+    assert float(output["lfo_wm_units"]) == units  # the generation's total counts the same units
+
+
+def test_a_normalisation_a_coupling_cannot_count_is_refused_at_config_time(tmp_path):
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.config import DualLoRAConfig
+
+    with pytest.raises(LfoError, match="wm.normalize=token_mean does not go with wm.coupling=separate"):
+        DualLoRAConfig(output_dir=str(tmp_path), wm_coupling="separate", wm_normalize="token_mean", use_cpu=True)
+    assert DualLoRAConfig(output_dir=str(tmp_path), use_cpu=True).wm_normalize == "obs_tokens"  # the default
 
 
 def test_each_coupling_is_one_registered_class_with_its_adapters_and_normaliser():
     assert COUPLINGS == ("separate", "stacked", "shared") and OBJECTIVES["stacked"] is Stacked
     assert (Separate.has_adapter, Stacked.has_adapter, Shared.has_adapter) == (True, True, False)
     assert Separate.predict_adapters == ("world_model",) and Stacked.predict_adapters == ("policy", "world_model")
-    assert Separate.default_normaliser is ReplyMean and Shared.default_normaliser is TokenMean
+    assert Separate.default_normaliser is ObsTokens and Shared.default_normaliser is TokenMean
     with pytest.raises(ValueError, match="unknown wm.coupling 'bogus'"):
         objective_class("bogus")
 
