@@ -82,6 +82,8 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
                              f"'{WORLD_MODEL}' adapter")
         self._wm_step = StepWMMetrics()  # the current optimizer step's, logged by log_wm_step
         self._preclip: tuple[float, float] | None = None
+        self._rl_split: tuple[float, float] | None = None
+        self._step_probe: list[torch.Tensor] | None = None  # the last logged step's probe
         self._clip_coef = 1.0
         activate(self.model, POLICY)
         self.add_callback(_OptimizerStepMetrics(self))
@@ -198,8 +200,10 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
 
     def _clip_grad_norm(self, model):
         """Each adapter's gradient norm before transformers' global clip (logged as ``grad_norm/policy`` and
-        ``grad_norm/wm``), then the clip itself, and its coefficient (``grad_norm/clip_coef``, 1 = not clipped)."""
+        ``grad_norm/wm``), the RL side of the policy's gradient (:meth:`_split_policy_gradient`), then the clip
+        itself, and its coefficient (``grad_norm/clip_coef``, 1 = not clipped)."""
         self._preclip = (grad_norm(adapter_params(self.model, POLICY)), grad_norm(adapter_params(self.model, WORLD_MODEL)))
+        self._rl_split = self._split_policy_gradient()
         total = super()._clip_grad_norm(model)
         t = float(total.item() if hasattr(total, "item") else total)
         self._clip_coef = min(1.0, self.args.max_grad_norm / (t + 1e-6)) if math.isfinite(t) else 0.0
@@ -209,6 +213,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         """Log the optimizer step's world-model metrics (summed over its micro-batches) and start the next
         step's; a step without world-model work logs nothing. Called at every optimizer step
         (:meth:`on_optimizer_step`), and at once without gradient accumulation."""
+        self._step_probe = self._wm_step.probe  # the RL/world-model split still reads it at the clip
         self._wm_step.emit(self._metrics["train"])
         self._wm_step = StepWMMetrics()
 
@@ -216,22 +221,29 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
 
     def on_optimizer_step(self) -> None:
         """Before each optimizer step (all micro-batches have run): the step's world-model metrics, each
-        adapter's gradient norm before the global clip with the clip's coefficient, and the design's
-        imbalance warnings.
+        adapter's gradient norm before the global clip with the clip's coefficient, the design's imbalance
+        warnings and, on probed steps, the policy gradient's RL part and the world-model part's size against it
+        (``grad_norm/policy_from_rl``, ``grad_norm/wm_over_rl``).
 
         Not the norms under DeepSpeed: ZeRO keeps the gradients in its own partitioned buffers and
         accelerate's backward already steps the engine, so ``.grad`` is empty here and the norms would read
         a false 0 (seen on a GPU with ZeRO-2). Such runs log DeepSpeed's global ``grad_norm`` and the
         autograd probe ``grad_norm/policy_from_wm``, not the per-adapter norms."""
-        self.log_wm_step()
         if self.is_deepspeed_enabled:
+            self.log_wm_step()
             return
         if self._preclip is not None:  # set by _clip_grad_norm (max_grad_norm > 0)
-            (policy, wm), coef = self._preclip, self._clip_coef
-            self._preclip = None
+            (policy, wm), coef, split = self._preclip, self._clip_coef, self._rl_split
+            self._preclip = self._rl_split = None
         else:  # no clipping configured: the gradients are as the backward left them
             policy, wm, coef = grad_norm(adapter_params(self.model, POLICY)), grad_norm(adapter_params(self.model, WORLD_MODEL)), 1.0
+            split = self._split_policy_gradient()
+        self.log_wm_step()
+        self._step_probe = None  # consumed: a later step without a probe must not read this one's
         metrics = self._metrics["train"]
+        if split is not None:
+            metrics["grad_norm/policy_from_rl"].append(split[0])
+            metrics["grad_norm/wm_over_rl"].append(split[1])
         metrics["grad_norm/policy"].append(policy)
         metrics["grad_norm/wm"].append(wm)
         metrics["grad_norm/clip_coef"].append(coef)
@@ -240,6 +252,25 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             metrics["grad_norm/policy_over_wm"].append(ratio)
             metrics["warnings/policy_dominates"].append(float(ratio > self.RATIO_LIMIT))
             metrics["warnings/wm_dominates"].append(float(ratio < 1.0 / self.RATIO_LIMIT))
+
+    # The RL part counts as zero below this share of the policy's whole gradient: float round-off of
+    # (whole - world-model part) when every group had zero reward variance.
+    RL_ZERO = 1e-5
+
+    def _split_policy_gradient(self) -> tuple[float, float] | None:
+        """On a probed step: ``(|RL part|, |world-model part| / |RL part|)`` of the policy adapter's gradient,
+        where the RL part is the whole (pre-clip) gradient minus the probed world-model part, as vectors (no
+        second backward). None on other steps and where the RL part is zero (no group with reward variance)."""
+        probe = self._wm_step.probe if self._wm_step.probe is not None else self._step_probe
+        if probe is None:
+            return None
+        params = [p for p in adapter_params(self.model, POLICY) if p.requires_grad]
+        whole = [torch.zeros_like(p) if p.grad is None else p.grad.detach() for p in params]
+        rl = [g - w for g, w in zip(whole, probe, strict=True)]
+        rl_norm = float(torch.nn.utils.get_total_norm(rl))
+        if rl_norm <= self.RL_ZERO * float(torch.nn.utils.get_total_norm(whole)) or rl_norm == 0.0:
+            return None
+        return rl_norm, float(torch.nn.utils.get_total_norm(probe)) / rl_norm
 
     def _ga_factor(self, mode: str) -> float:
         return float(self.current_gradient_accumulation_steps) if mode == "train" else 1.0
