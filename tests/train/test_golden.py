@@ -36,7 +36,6 @@ def test_the_rl_part_of_the_policy_gradient_is_what_rl_alone_gives(tmp_path):
     model sends the policy nothing: separate's whole policy gradient is the RL part that stacked must report,
     and `wm_over_rl` is stacked's probe over it."""
     import torch
-
     from golden_runs import run_case
 
     golden = json.loads(GOLDEN.read_text())["runs"]
