@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import re
 import types
 import typing
@@ -32,12 +31,15 @@ from lfo_cli.errors import LfoError
 
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "recipes"
 
-# kind -> ("module:ConfigClass", "module:runner").  Runners have the signature
-# ``run(cfg, out_dir: Path, *, resume: bool = False) -> dict``.  Imported lazily.
-KINDS: dict[str, tuple[str, str]] = {
-    "warmstart": ("lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart"),
-    "grpo": ("lfo_cli.train.recipe_config:TrainConfig", "lfo_cli.train.runner:run_training"),
-}
+# kind -> its config dataclass. Each config module registers its own kind when imported
+# (lfo_cli.models.warmstart_config: warmstart; lfo_cli.train.recipe_config: grpo), so every edge is a plain
+# import; the commands map kinds to runners (lfo_cli.commands.train).
+KINDS: dict[str, type] = {}
+
+
+def register_kind(kind: str, config_cls: type) -> None:
+    """Recipes with ``kind: <kind>`` resolve into ``config_cls``."""
+    KINDS[kind] = config_cls
 
 
 @dataclass
@@ -48,13 +50,6 @@ class Recipe:
     resolved: dict = field(default_factory=dict)  # the fully merged mapping, as written to the run dir
     chain: list[str] = field(default_factory=list)  # files from root to leaf
 
-
-def _import(spec: str) -> Any:
-    module, _, attr = spec.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise LfoError(f"recipe kind needs {spec}, which is not available yet ({exc})") from None
 
 
 def available_recipes(recipe_dir: Path = RECIPE_DIR) -> list[str]:
@@ -292,8 +287,10 @@ def load_recipe(name: str, overrides: list[str] | None = None, recipe_dir: Path 
 def recipe_from_mapping(merged: dict, name: str, chain: list[str] | None = None) -> Recipe:
     kind = merged.get("kind")
     if kind not in KINDS:
-        raise LfoError(f"recipe '{name}': 'kind' must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
-    config_cls = _import(KINDS[kind][0])
+        known = ", ".join(sorted(KINDS)) or "none registered: import lfo_cli.train.recipe_config (grpo) or " \
+            "lfo_cli.models.warmstart_config (warmstart) first"
+        raise LfoError(f"recipe '{name}': 'kind' must be one of {known}, got {kind!r}")
+    config_cls = KINDS[kind]
     body = {k: v for k, v in merged.items() if k != "kind"}
     try:
         cfg = build_config(config_cls, body)
@@ -302,6 +299,3 @@ def recipe_from_mapping(merged: dict, name: str, chain: list[str] | None = None)
     resolved = {"kind": kind, **config_to_dict(cfg)}
     return Recipe(name=name, kind=kind, config=cfg, resolved=resolved, chain=list(chain or []))
 
-
-def runner_for(kind: str):
-    return _import(KINDS[kind][1])

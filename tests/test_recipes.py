@@ -32,8 +32,7 @@ class ToyConfig:
 
 @pytest.fixture
 def recipe_dir(tmp_path, monkeypatch):
-    monkeypatch.setitem(recipes.KINDS, "toy", (f"{__name__}:ToyConfig", f"{__name__}:ToyConfig"))
-    monkeypatch.setattr(recipes, "_import", lambda spec: ToyConfig)
+    monkeypatch.setitem(recipes.KINDS, "toy", ToyConfig)
     (tmp_path / "root.yaml").write_text("kind: toy\nsteps: 100\nwm:\n  coef: 0.5\n")
     (tmp_path / "child.yaml").write_text("base: root\nwm:\n  coef: 1.0\n")
     (tmp_path / "grandchild.yaml").write_text("base: child\nmodel: smollm2-135m\n")
@@ -119,8 +118,7 @@ def test_cli_bad_recipe_exits_2_with_one_line(tmp_path):
 @pytest.mark.parametrize("name", recipes.available_recipes())
 def test_shipped_recipes_resolve(name):
     merged, _ = recipes.resolve_chain(name)
-    module = recipes.KINDS[merged["kind"]][0].split(":")[0]
-    pytest.importorskip(module)
+    assert merged["kind"] in recipes.KINDS  # registered by its config module (tests/conftest.py imports both)
     rec = recipes.load_recipe(name)
     assert rec.resolved["kind"] == merged["kind"]
     # The resolved mapping is a fixed point: resolving it again gives the same config.

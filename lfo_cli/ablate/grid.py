@@ -220,6 +220,8 @@ def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
 def expand(grid: Grid, runs_dir: Path, validate: bool = True) -> list[Cell]:
     """Every (cell, seed) as a :class:`Cell`, each recipe resolved (validated) before anything runs."""
     from lfo_cli import recipes
+    from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
+    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo (imports TRL)
 
     cells = []
     # Seed-major: a grid stopped part way holds whole seeds (every condition of seed 0, then of seed 1, ...),

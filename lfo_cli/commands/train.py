@@ -23,6 +23,17 @@ SetOpt = Annotated[
 ]
 
 
+def _runner(kind: str):
+    """The runner of a recipe kind: ``run(cfg, out_dir, *, resume=False) -> dict``."""
+    if kind == "warmstart":
+        from lfo_cli.models.warmstart import run_warmstart
+
+        return run_warmstart
+    from lfo_cli.train.runner import run_training
+
+    return run_training
+
+
 def _rank() -> int:
     """The process rank under accelerate/torchrun (0 when not distributed)."""
     import os
@@ -98,6 +109,8 @@ def train(
             width = max(map(len, described))
             typer.echo("\n".join(f"{n:<{width}}  {d}" for n, d in described.items()))
         return
+    from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
+    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo (imports TRL)
 
     if resume is not None:
         if recipe is not None:
@@ -151,7 +164,7 @@ def train(
                 meta["world"] = {"dir": str(Path(data_dir).resolve()), "fingerprint": world_fingerprint(data_dir)}
             atomic_write_json(run_dir / "run.json", meta)
 
-    runner = recipes.runner_for(rec.kind)
+    runner = _runner(rec.kind)
     summary = runner(rec.config, run_dir, resume=resume is not None)
     if json_out:
         print_json({"run_dir": str(run_dir), **(summary or {})})

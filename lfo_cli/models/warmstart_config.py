@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from lfo_cli.errors import LfoError
+from lfo_cli.recipes import register_kind
 
 
 @dataclass
@@ -218,3 +219,5 @@ class WarmStartConfig:
             if isinstance(getattr(self, name), dict):
                 setattr(self, name, cls(**getattr(self, name)))
 
+
+register_kind("warmstart", WarmStartConfig)

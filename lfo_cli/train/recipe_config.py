@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from lfo_cli.env.episode import check_shaping
 from lfo_cli.errors import LfoError
+from lfo_cli.recipes import coerce, register_kind
 from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 
@@ -195,8 +196,6 @@ class TrainConfig:
     )
 
     def __post_init__(self):
-        from lfo_cli.recipes import coerce
-
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
         hints = typing.get_type_hints(DualLoRAConfig)
         for key in list(self.trainer):
@@ -240,3 +239,6 @@ class TrainConfig:
 
         with tempfile.TemporaryDirectory() as tmp:
             self.grpo_args(tmp)
+
+
+register_kind("grpo", TrainConfig)
