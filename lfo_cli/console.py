@@ -36,24 +36,31 @@ def format_log(logs: dict, step: int, max_steps: int) -> str | None:
 
 class TrainerProgress(TrainerCallback):
     """lfo's progress for a transformers/TRL Trainer, in place of transformers' tqdm ``ProgressCallback``
-    (and of ``PrinterCallback``'s raw metric dicts): a rich bar on a terminal, plain lines with
-    step/total, rate and ETA in a log (:class:`~lfo_cli.progress.ProgressLog`), and one compact line
-    per log row (:func:`format_log`). :func:`use_lfo_progress` installs it on a trainer."""
+    (and of ``PrinterCallback``'s raw metric dicts). :func:`use_lfo_progress` installs it on a trainer.
+
+    On a terminal: a rich bar, and one compact line per log row (:func:`format_log`) above it. In a log:
+    plain progress lines at :class:`~lfo_cli.progress.ProgressLog`'s cadence, each with step/total, rate,
+    ETA and the last logged step's metrics (``GRPO: 30/90 steps (33%) · 16.3 s/step · ETA 16 min 18 s ·
+    reward 0.412 · ...``), so a step's metrics and its progress are one line, not two; validation rows and
+    the run's end print at once. Every row is in metrics.jsonl either way."""
 
     def __init__(self, label: str, **progress_kwargs):
         self.label, self.kwargs = label, progress_kwargs
         self.plog: ProgressLog | None = None
+        self.pending: int | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             self.plog = ProgressLog(self.label, state.max_steps, unit="step", start=state.global_step, **self.kwargs)
-        self.pending: int | None = None
+        self.pending = None
 
-    # The Trainer calls on_step_end before the step's on_log: a step's progress is shown at its log line
-    # when it has one (with rate and ETA), else at the next step's start or the end.
+    # The Trainer calls on_step_end before the step's on_log: a step's progress is counted at its log row
+    # when it has one (so a line carries that step's metrics), else at the next step's start or the end,
+    # where it prints only a heartbeat (without metrics: they would be an earlier step's).
     def _flush(self) -> None:
         if self.plog is not None and self.pending is not None:
-            self.plog.update(self.pending)
+            heartbeat = self.plog.heartbeat_due()
+            self.plog.update(self.pending, note="" if heartbeat else None, quiet=not heartbeat)
         self.pending = None
 
     def on_step_begin(self, args, state, control, **kwargs):
@@ -63,14 +70,23 @@ class TrainerProgress(TrainerCallback):
         self.pending = state.global_step
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.plog is not None and logs:
-            line = format_log(logs, state.global_step, state.max_steps)
-            if line and line.startswith("step "):
-                self.plog.update(state.global_step, quiet=True)
-                self.pending = None
-                self.plog.log(line, with_status=True)
-            elif line:
+        if self.plog is None or not logs:
+            return
+        line = format_log(logs, state.global_step, state.max_steps)
+        if line is None:
+            return
+        self.pending = None
+        if line.startswith("step "):
+            if self.plog.terminal:
                 self.plog.log(line)
+                self.plog.update(state.global_step)
+            else:
+                self.plog.update(state.global_step, note=_fields(logs, STEP_FIELDS))
+        elif "train_runtime" in logs:  # the run's end: this line, and no repeated last progress line
+            self.plog.update(state.global_step, quiet=True)
+            self.plog.log(line, with_status=False, counts_as_progress=True)
+        else:
+            self.plog.log(line)
 
     def on_train_end(self, args, state, control, **kwargs):
         self._flush()

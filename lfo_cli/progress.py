@@ -142,6 +142,10 @@ class ProgressLog:
         # A heartbeat-only log (no fraction) that never needed a heartbeat ends silently.
         return self.done != self.last_line_done and (self.cadence.fraction is not None or self.lines > 0)
 
+    def heartbeat_due(self) -> bool:
+        """No line for the heartbeat interval (the cadence's ``max_seconds``)."""
+        return self.clock() - self.last_line_t >= self.cadence.max_seconds
+
     def _due(self) -> bool:
         now, c = self.clock(), self.cadence
         since = now - self.last_line_t
@@ -178,9 +182,10 @@ class ProgressLog:
     def advance(self, n: int = 1, *, note: str | None = None) -> None:
         self.update(self.done + n, note=note)
 
-    def log(self, text: str, *, with_status: bool = False) -> None:
-        """A line of the job's own. ``with_status``: the line reports progress (a training step's metrics);
-        off a terminal it gets the rate and ETA appended and counts as the cadence's line."""
+    def log(self, text: str, *, with_status: bool = False, counts_as_progress: bool = False) -> None:
+        """A line of the job's own. ``with_status``: off a terminal the rate and ETA are appended and the
+        line counts as the cadence's; ``counts_as_progress``: it counts so without them (it says where the
+        job is itself, e.g. that it ended)."""
         if not self.enabled or self.closed:
             return
         if with_status and self._bar is None:
@@ -188,6 +193,8 @@ class ProgressLog:
             self._emitted()
         else:
             self._print(text)
+            if counts_as_progress and self._bar is None:
+                self._emitted()
 
     def close(self) -> None:
         """Stop the display; off a terminal, a last line when the last one was not already at this point."""

@@ -4,6 +4,7 @@ its training run had a learning signal.
     python scripts/check_demo.py run                      # clone HEAD, `make demo` with an empty LFO_HOME
     python scripts/check_demo.py run --lfo-home DIR       # reuse DIR (a cached warm start: a shorter demo)
     python scripts/check_demo.py run --loaded             # with one CPU-bound process beside it (a busy laptop)
+    python scripts/check_demo.py run --loaded --external-load  # the loaded bounds, beside a job already running
     python scripts/check_demo.py check LOG RUN_DIR        # only read a captured output and a training run
 
 `run` clones this checkout's HEAD into a temporary directory and runs `make demo` there with this
@@ -77,7 +78,8 @@ def cpu_hog() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
 
 
-def run_demo(venv: Path, lfo_home: Path | None, log: Path, loaded: bool = False) -> tuple[float, Path]:
+def run_demo(venv: Path, lfo_home: Path | None, log: Path, loaded: bool = False,
+             external_load: bool = False) -> tuple[float, Path]:
     repo = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
                                check=True).stdout.strip())
     if not (venv / "bin" / "python").is_file():
@@ -88,7 +90,7 @@ def run_demo(venv: Path, lfo_home: Path | None, log: Path, loaded: bool = False)
     os.utime(clone / "pyproject.toml", (0, 0))  # older than the venv's stamp: make leaves the venv as it is
     home = lfo_home or Path(tempfile.mkdtemp(prefix="lfo-demo-home-"))
     env = {**os.environ, "LFO_HOME": str(home), "PYTHONPATH": str(clone)}
-    hog = cpu_hog() if loaded else None
+    hog = cpu_hog() if loaded and not external_load else None
     start = time.monotonic()
     try:
         with log.open("wb") as fh:
@@ -112,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--log", type=Path, default=Path("demo_check.log"), help="where make demo's output goes")
     r.add_argument("--loaded", action="store_true", help="run one CPU-bound process beside the demo (bound: "
                    f"{MAX_MINUTES_LOADED:g} min)")
+    r.add_argument("--external-load", action="store_true", help="with --loaded: one CPU-bound job is already "
+                   "running beside the demo (e.g. a one-thread training run), so start none")
     c = sub.add_parser("check", help="check a captured `make demo` output and its training run")
     c.add_argument("log", type=Path)
     c.add_argument("run_dir", type=Path)
@@ -119,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args(argv)
     if args.cmd == "run":
-        minutes, run_dir = run_demo(args.venv, args.lfo_home, args.log, loaded=args.loaded)
+        minutes, run_dir = run_demo(args.venv, args.lfo_home, args.log, loaded=args.loaded,
+                                    external_load=args.external_load)
         log = args.log
     else:
         minutes, run_dir, log = None, args.run_dir, args.log

@@ -101,7 +101,8 @@ def _state(step: int, max_steps: int) -> SimpleNamespace:
 @pytest.mark.parametrize("label", ["GRPO", "warm start SFT"])
 def test_trainer_progress_prints_step_lines_with_eta_at_the_cadence_and_no_tqdm(label):
     """Training and the warm start's SFT both use lfo's TrainerProgress: driven here through the Trainer's
-    callback order (on_step_begin, on_step_end, on_log) with a fake clock and no terminal."""
+    callback order (on_step_begin, on_step_end, on_log) with a fake clock and no terminal. A logged step's
+    metrics ride on the progress line; the cadence, not the logging interval, decides when a line comes."""
     from lfo_cli.console import TrainerProgress
 
     out, clock = io.StringIO(), FakeClock()
@@ -112,19 +113,19 @@ def test_trainer_progress_prints_step_lines_with_eta_at_the_cadence_and_no_tqdm(
         cb.on_step_begin(args, _state(step - 1, 100), control)
         clock.t += 3.0
         cb.on_step_end(args, _state(step, 100), control)
-        if step % 25 == 0:  # logging_steps = 25
-            cb.on_log(args, _state(step, 100), control, logs={"loss": 0.5, "step_time": 3.0})
+        if step % 2 == 0:  # logging_steps = 2
+            cb.on_log(args, _state(step, 100), control, logs={"loss": step / 100, "reward": 0.25})
+        if step == 50:
+            cb.on_log(args, _state(step, 100), control, logs={"val/success": 0.125})
     cb.on_log(args, _state(100, 100), control, logs={"train_runtime": 300.0})
     cb.on_train_end(args, _state(100, 100), control)
     got = lines(out)
-    step_lines = [g for g in got if g.startswith("step ")]
-    progress_lines = [g for g in got if g.startswith(f"{label}: ")]
-    assert step_lines[0] == "step 25/100: loss 0.5000 · s/step 3.0 · 3.0 s/step · ETA 3 min 45 s"
-    assert step_lines[-1].endswith("done in 5 min 00 s") and len(step_lines) == 4
-    # a plain progress line whenever 5 steps (5%) passed since the last line; none right after a step line
-    assert progress_lines[0] == f"{label}: 5/100 steps (5%) · 3.0 s/step · ETA 4 min 45 s"
-    assert len(progress_lines) == 16 and f"{label}: 25/100" not in "\n".join(progress_lines)
-    assert got[-1] == "trained 100 steps in 300 s"
+    progress = [g for g in got if g.startswith(f"{label}: ")]
+    # a line once 5 steps (5%) passed since the last one, at the first logged step from there
+    assert progress[0] == f"{label}: 6/100 steps (6%) · 3.0 s/step · ETA 4 min 42 s · loss 0.0600 · reward 0.250"
+    assert len(progress) == 17 and all(int(p.split(": ")[1].split("/")[0]) % 2 == 0 for p in progress)
+    assert "validation @ step 50: success 0.125" in got
+    assert got[-1] == "trained 100 steps in 300 s"  # the end, said once
     assert not any(TQDM.search(line) for line in got)
 
 
@@ -161,3 +162,23 @@ def tiny_world(tmp_path_factory):
 
     return generate_world(num_companies=8, num_train_tasks=8, num_val_tasks=12, heldout_fraction=0.25, seed=2), \
         tiny_tokenizer()
+
+
+def test_sparse_logging_still_gets_a_heartbeat_without_stale_metrics():
+    """Log rows 120 s apart (40 steps of 3 s): a heartbeat line each minute in between, without the metrics
+    of an earlier step; the logged steps' lines carry their own."""
+    from lfo_cli.console import TrainerProgress
+
+    out, clock = io.StringIO(), FakeClock()
+    cb = TrainerProgress("warm start SFT", stream=out, terminal=False, clock=clock)
+    args, control = SimpleNamespace(), SimpleNamespace()
+    cb.on_train_begin(args, _state(0, 400), control)
+    for step in range(1, 121):
+        cb.on_step_begin(args, _state(step - 1, 400), control)
+        clock.t += 3.0
+        cb.on_step_end(args, _state(step, 400), control)
+        if step % 40 == 0:
+            cb.on_log(args, _state(step, 400), control, logs={"loss": 1.0 / step})
+    got = lines(out)
+    assert [g.split(":")[1].split()[0] for g in got] == ["20/400", "40/400", "60/400", "80/400", "100/400", "120/400"]
+    assert [("loss" in g) for g in got] == [False, True, False, True, False, True]
