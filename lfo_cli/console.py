@@ -16,7 +16,9 @@ STEP_FIELDS = (("loss", "loss", ".4f"), ("mean_token_accuracy", "token acc", ".3
 VAL_FIELDS = (("val/success", "success", ".3f"), ("val/success/d1", "d1", ".3f"), ("val/success/d2", "d2", ".3f"),
               ("val/exception_field_own", "exception field (own dept)", ".3f"),
               ("val/wm_semantic_acc", "wm names the fields", ".3f"),
-              ("heldout/success/d1", "held-out d1", ".3f"), ("heldout/success/d2", "held-out d2", ".3f"))
+              ("val/probe_rate", "probes", ".3f"),
+              ("heldout/success/d1", "held-out d1", ".3f"), ("heldout/success/d2", "held-out d2", ".3f"),
+              ("heldout/probe_rate", "held-out probes", ".3f"))
 
 
 def _fields(logs: dict, fields) -> str:

@@ -152,6 +152,11 @@ class Episode:
         self._first_call_turn: int | None = None
         self.first_call: str | None = None  # where the first phone call went: one of FIRST_CALL_OUTCOMES
         self.category_counts: dict[str, int] = {}
+        # Reading a reply: calls with no identity field that the rep answered by naming what it needs
+        # (the `probe` policy's move), the fields such replies named, and whether the form held them all.
+        self.probe_calls = 0
+        self.named_fields: list[str] = []
+        self.form_holds_named: bool | None = None  # None: no form, or nothing named before it
         return task.prompt()
 
     @property
@@ -189,6 +194,8 @@ class Episode:
             "steps_completed": self.completed,
             "steps_total": len(self._chain),
             "categories": dict(self.category_counts),
+            "probe_calls": self.probe_calls,
+            "form_holds_named": self.form_holds_named,
             "internal_errors": self.internal_errors,
         }
 
@@ -273,6 +280,8 @@ class Episode:
         self.forms_submitted += 1
         self._form_turn = self.turns
         self.form_fields = tuple(sort_fields(wanted))
+        if self.named_fields:
+            self.form_holds_named = set(self.named_fields) <= set(self.form_fields)
         return json.dumps(out, ensure_ascii=False), "form"
 
     def _call_outcome(self, ten_digits: bool, hit: tuple[Company, Department] | None) -> str:
@@ -326,6 +335,9 @@ class Episode:
         needs_ref = idx is not None and self.task.steps[idx].requires_reference
         ref_dept = self._chain[idx - 1].name if needs_ref else None
         if missing:
+            if not provided and ref_given is None:
+                self.probe_calls += 1
+            self.named_fields.extend(f for f in missing if f not in self.named_fields)
             return w.auth_failure(company.name, dept.name, missing, dept.alternatives, ref_dept), "auth_failure"
         nxt = self._chain[self.completed]
         if idx is None or idx != self.completed:

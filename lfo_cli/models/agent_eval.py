@@ -29,7 +29,7 @@ def stratified_tasks(tasks: list, n: int) -> list:
 
 # Episode info fields kept per evaluated episode (behaviour metrics of transfer-eval and validation).
 BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted", "form_fields",
-                    "invalid_tool_calls", "first_call")
+                    "invalid_tool_calls", "first_call", "probe_calls", "form_holds_named")
 
 
 def evaluate_agent(

@@ -136,7 +136,8 @@ class Validation(TrainerCallback):
 
 # Per-episode fields a validation file keeps besides the outcome: enough to recompute every `val/...`
 # behaviour and form measure offline (lfo report) without the run's weights.
-EPISODE_RECORD_FIELDS = ("task_id", "difficulty", "success", "turns", "form_fields", "first_call", "phone_calls")
+EPISODE_RECORD_FIELDS = ("task_id", "difficulty", "success", "turns", "form_fields", "first_call", "phone_calls",
+                         "probe_calls", "form_holds_named")
 
 
 def _episode_records(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -87,6 +87,14 @@ def validation_metrics(result: dict[str, Any], prefix: str = "val", world=None) 
         values = [float(e[key]) for e in episodes if key in e]
         if values:
             row[f"{prefix}/{name}"] = sum(values) / len(values)
+    # Reading the rep (the reading study's mechanism): how often the policy probes (a call with no identity
+    # field, answered by naming what the department needs), and how often its form then holds every named field.
+    probes = [e["probe_calls"] > 0 for e in episodes if "probe_calls" in e]
+    if probes:
+        row[f"{prefix}/probe_rate"] = sum(probes) / len(probes)
+    held = [bool(e["form_holds_named"]) for e in episodes if e.get("form_holds_named") is not None]
+    if held:
+        row[f"{prefix}/form_holds_named"] = sum(held) / len(held)
     if world is not None and episodes and all("form_fields" in e for e in episodes):
         from lfo_cli.env.specificity import form_specificity
 

@@ -352,3 +352,35 @@ def test_first_call_records_where_the_first_phone_call_went(world):
         ep.step("make_phone_call", {"phone_number": phone, "auth_info": {}})
         ep.step("make_phone_call", {"phone_number": first.phone, "auth_info": {}})  # later calls do not change it
         assert ep.info()["first_call"] == outcome, phone
+
+
+def test_probing_is_counted_and_the_form_checked_against_the_fields_the_rep_named(world):
+    """The reading study's mechanism: a call with no identity field that the rep answers by naming what it
+    needs is a probe; a form filed after it holds every named field, or not."""
+    t = _d(world, 2)
+    dept = world.companies[t.company_id].department(t.steps[0].department)
+    for form, holds in ((sorted(dept.requires), True), (sorted(dept.requires)[:-1] or ["email"], False)):
+        ep = Episode(world)
+        ep.reset(t, 0)
+        assert parse_reply(ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {}})).category == "auth_failure"
+        ep.step("auth_info_form", {"fields": form})
+        info = ep.info()
+        assert info["probe_calls"] == 1 and info["form_holds_named"] is holds
+    ep = Episode(world)
+    ep.reset(t, 0)
+    ep.step("auth_info_form", {"fields": sorted(dept.requires)})  # the form first: nothing was named before it
+    ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {f: "wrong" for f in dept.requires}})
+    assert ep.info()["probe_calls"] == 0 and ep.info()["form_holds_named"] is None  # a wrong value is no probe
+    by_policy = {p: [run_episode(Episode(world), p, task, rollout_seed=1).info for task in world.tasks["val"][:30]]
+                 for p in ("probe", "prior")}
+    assert all(i["probe_calls"] >= 1 and i["form_holds_named"] for i in by_policy["probe"])
+    assert all(i["probe_calls"] == 0 and i["form_holds_named"] is None for i in by_policy["prior"])
+
+
+def test_validation_reports_the_probe_rate_and_forms_that_hold_the_named_fields():
+    from lfo_cli.train.run_metrics import validation_metrics
+
+    episodes = [{"success": s, "turns": 4, "difficulty": 2, "probe_calls": p, "form_holds_named": h}
+                for s, p, h in ((True, 1, True), (False, 2, False), (False, 0, None), (True, 0, None))]
+    row = validation_metrics({"episodes": episodes, "turns": []})
+    assert row["val/probe_rate"] == 0.5 and row["val/form_holds_named"] == 0.5
