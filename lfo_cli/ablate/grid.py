@@ -10,7 +10,8 @@ A grid file (``recipes/grids/NAME.yaml``)::
     axes:                            # cartesian product of these values
       wm.coef: [0, 0.1, 0.3, 0.5, 1, 2]
     cells:                           # extra cells, for non-product designs (each a mapping;
-      - {id: none, wm.coef: 0}       #   optional `id` names the cell)
+      - {id: none, wm.coef: 0}       #   optional `id` names the cell, optional `seeds` (a subset
+      - {id: probe, wm.coef: 0.1, seeds: [0]}  # of the grid's) runs it at fewer seeds)
     command: [...]                   # optional: replaces `lfo train` (tests, custom runners)
     resume_command: [...]            # optional: used instead of `command` for a started cell
 
@@ -69,6 +70,7 @@ class Grid:
     resume_command: list[str] | None = None
     description: str = ""
     cli_set: list[str] = field(default_factory=list)  # `lfo ablate --set`, applied after the cell's values
+    cell_seeds: dict[str, list[int]] = field(default_factory=dict)  # cells run at only some of the grid's seeds
 
 
 def grid_path(name: str | Path) -> Path:
@@ -180,6 +182,7 @@ def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
 
     conditions: list[tuple[str, dict[str, Any]]] = []
     keys: list[str] = []
+    restricted: dict[str, list[int]] = {}
     if axes:
         names = list(axes)
         for combo in itertools.product(*(axes[k] for k in names)):
@@ -191,6 +194,13 @@ def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
         cid = cell.pop("id", "")
         if cid and not isinstance(cid, str):
             raise LfoError(f"{path}: cells[{i}].id must be a string")
+        only = cell.pop("seeds", None)
+        if only is not None:
+            if not cid:
+                raise LfoError(f"{path}: cells[{i}] with 'seeds' needs an 'id'")
+            if not isinstance(only, list) or not only or not set(only) <= set(seeds) or len(set(only)) != len(only):
+                raise LfoError(f"{path}: cells[{i}].seeds must be a non-empty subset of the grid's seeds {seeds}")
+            restricted[_slug(cid)] = [s for s in seeds if s in only]
         for k, v in cell.items():
             _check_key(k, f"{path}: cells[{i}]")
             _check_scalar(v, f"{path}: cells[{i}].{k}")
@@ -213,7 +223,7 @@ def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
         name=path.stem, path=path, base=base, seeds=list(seeds), fixed=fixed, conditions=named, keys=keys,
         command=_command(data.get("command"), f"{path}: command"),
         resume_command=_command(data.get("resume_command"), f"{path}: resume_command"),
-        description=str(data.get("description") or ""), cli_set=list(extra_set or []),
+        description=str(data.get("description") or ""), cli_set=list(extra_set or []), cell_seeds=restricted,
     )
 
 
@@ -228,6 +238,8 @@ def expand(grid: Grid, runs_dir: Path, validate: bool = True) -> list[Cell]:
     # which is what its paired comparisons need.
     for seed in grid.seeds:
         for cid, values in grid.conditions:
+            if seed not in grid.cell_seeds.get(cid, grid.seeds):
+                continue
             overrides = grid.fixed + [_override(k, v) for k, v in values.items()] + grid.cli_set
             cell_id = f"{cid}__s{seed}"
             resolved: dict = {}

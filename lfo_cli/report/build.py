@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 from lfo_cli.io import atomic_write_json, read_json
-from lfo_cli.report import study
+from lfo_cli.report import calibration, study
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import Writer, clean
 from lfo_cli.report.index import write_index
@@ -57,6 +57,8 @@ def build_report(paths: list[Path], out: Path, corr_window: int | None = None) -
         training_sections(rep, train, varying.get("grpo", []), corr_window, pd, plt)
         if study.applies(train):
             study.study_section(rep, train, condition_order(train, "grpo", varying.get("grpo", [])), pd, plt)
+        if calibration.applies(train):
+            calibration.calibration_section(rep, train, pd)
     else:
         rep.notes.append("No training (`lfo train`, kind grpo) runs: learning curves, sample efficiency, ablations, "
                          "gradient norms, difficulty, behaviour and transfer sections are skipped.")

@@ -329,3 +329,18 @@ def test_ablate_list_shows_each_grid_with_its_description():
     assert "observation_cpu" in text and "company exceptions" in text
     missing = CliRunner().invoke(app, ["ablate"])
     assert missing.exit_code == 2 and "--list" in missing.stderr
+
+
+def test_a_cell_can_run_at_a_subset_of_the_grids_seeds(tmp_path):
+    """A calibration: baselines at two seeds, each probe at one."""
+    from lfo_cli.ablate.grid import expand, load_grid
+
+    path = _grid(tmp_path, axes={}, cells=[{"id": "baseline", "wm.coef": 0},
+                                           {"id": "probe-0.05", "wm.coef": 0.05, "seeds": [1]}])
+    cells = expand(load_grid(path), tmp_path / "runs")
+    assert [c.cell_id for c in cells] == ["baseline__s0", "baseline__s1", "probe-0.05__s1"]
+    for bad, says in (([2], "subset of the grid's seeds"), ([], "subset"), ("1", "subset")):
+        with pytest.raises(LfoError, match=says):
+            load_grid(_grid(tmp_path, axes={}, cells=[{"id": "p", "wm.coef": 0.1, "seeds": bad}]))
+    with pytest.raises(LfoError, match="needs an 'id'"):
+        load_grid(_grid(tmp_path, axes={}, cells=[{"wm.coef": 0.1, "seeds": [0]}]))

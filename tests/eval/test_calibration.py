@@ -1,0 +1,52 @@
+"""The calibration rule on synthetic probe rows: the band from baseline seeds, measurable gradient, the choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from lfo_cli.report.calibration import CalibrationRule, calibrate, second_half_mean, stability_band
+
+
+def rows(entropy: float, valid: float, zero_std: float, ratio: float | None = None, steps: int = 40) -> list[dict]:
+    """A run's metrics rows: first-half values far off (they must not count), second half at the given ones."""
+    out = []
+    for step in range(1, steps + 1):
+        late = step > steps / 2
+        row = {"step": step, "entropy": entropy if late else 9.0, "frac_reward_zero_std": zero_std if late else 0.0}
+        if step % 10 == 0:
+            row["val/valid_tool_call_rate"] = valid if late else 0.1
+            if ratio is not None:
+                row["grad_norm/wm_over_rl"] = ratio
+        out.append(row)
+    return out
+
+
+BASELINES = [rows(0.50, 0.95, 0.40), rows(0.60, 0.97, 0.50)]
+
+
+def test_the_band_is_the_baselines_second_half_range_widened_by_the_tolerance():
+    assert second_half_mean(BASELINES[0], "entropy") == pytest.approx(0.50)
+    band = stability_band(BASELINES, CalibrationRule(tolerance=0.1))
+    assert band["entropy"] == pytest.approx((0.50 - 0.055, 0.60 + 0.055))
+    assert band["groups_with_variance"] == pytest.approx((0.50 - 0.055, 0.60 + 0.055))  # 1 - zero-std share
+    assert band["val/valid_tool_call_rate"] == pytest.approx((0.95 - 0.096, 0.97 + 0.096))
+    assert stability_band(BASELINES[:1], CalibrationRule()) == {}  # one seed makes no band
+
+
+def test_the_largest_stable_rung_with_measurable_gradient_is_chosen_per_coupling():
+    probes = [
+        {"coupling": "stacked", "coef": 0.005, "rows": rows(0.55, 0.96, 0.45, ratio=0.004)},  # stable, too little gradient
+        {"coupling": "stacked", "coef": 0.05, "rows": rows(0.58, 0.95, 0.42, ratio=0.2)},    # qualifies
+        {"coupling": "stacked", "coef": 0.5, "rows": rows(2.5, 0.60, 0.90, ratio=3.0)},      # leaves the band
+        {"coupling": "shared", "coef": 0.0005, "rows": rows(0.52, 0.96, 0.44, ratio=0.002)},
+        {"coupling": "shared", "coef": 0.05, "rows": rows(3.0, 0.2, 1.0, ratio=1.0)},
+    ]
+    table, chosen, _ = calibrate(probes, BASELINES)
+    assert chosen == {"shared": None, "stacked": 0.05}
+    by = {(r["coupling"], r["coef"]): r for r in table}
+    assert by[("stacked", 0.005)]["in band"] and not by[("stacked", 0.005)]["qualifies"]
+    assert not by[("stacked", 0.5)]["entropy in band"] and not by[("stacked", 0.5)]["in band"]
+    assert by[("stacked", 0.05)]["median wm_over_rl"] == pytest.approx(0.2)
+    # a probe without the ratio (never probed, or no reward variance) cannot qualify
+    table, chosen, _ = calibrate([{"coupling": "separate", "coef": 0.5, "rows": rows(0.55, 0.96, 0.45)}], BASELINES)
+    assert chosen == {"separate": None} and table[0]["median wm_over_rl"] is None
