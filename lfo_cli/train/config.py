@@ -129,6 +129,12 @@ class DualLoRAConfig(GRPOConfig):
                   "study ran: obs_tokens for separate/stacked, token_mean for shared). docs/training.md gives both "
                   "formulas."},
     )
+    wm_gate_quantile: float | None = field(
+        default=None,
+        metadata={"help": "PaW's entropy gate (couplings that read the policy's forward: shared): the world-model "
+                  "term only on the replies to turns whose mean action entropy is at or above this quantile of the "
+                  "micro-batch's turns, e.g. 0.5 = the more uncertain half. null: every reply."},
+    )
     wm_schedule: str = field(
         default="joint",
         metadata={"help": "joint | alternating | wm_first:N | hierarchical:K (the design's ablation 4)."},
@@ -209,6 +215,13 @@ class DualLoRAConfig(GRPOConfig):
         if self.wm_learning_rate is not None and self.wm_learning_rate <= 0:
             raise LfoError(f"wm.lr must be > 0, got {self.wm_learning_rate}")
         self.schedule = Schedule.parse(self.wm_schedule)
+        if self.wm_gate_quantile is not None:
+            if not 0.0 <= self.wm_gate_quantile < 1.0:
+                raise LfoError(f"wm.gate_quantile must be in [0, 1) or null, got {self.wm_gate_quantile}")
+            if not objective.gates:
+                raise LfoError(f"wm.gate_quantile weighs the term by the policy's own entropies; wm.coupling="
+                               f"{self.wm_coupling} does not read the policy's forward (use a coupling that does: "
+                               + ", ".join(n for n, c in OBJECTIVES.items() if c.gates) + ")")
         if not objective.has_adapter and self.wm_schedule != "joint":
             raise LfoError(f"wm.coupling={self.wm_coupling} has a single adapter; use wm.schedule=joint with it")
         if self.wm_intrinsic == "surprise" and self.wm_coef == 0:

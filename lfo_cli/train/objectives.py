@@ -32,6 +32,7 @@ from lfo_cli.train.rollout_record import (
     EXAMPLES,
     PREDICT_TOOLS,
     REPLY_MASK,
+    TURNS,
     UNITS,
     Example,
     RolloutRecord,
@@ -40,6 +41,7 @@ from lfo_cli.train.rollout_record import (
     gather_by_prompt,
     observation_of,
     tool_of,
+    turn_ids,
 )
 
 OBJECTIVES: dict[str, type[WorldModelObjective]] = {}  # wm.coupling -> its objective, filled as classes are defined
@@ -55,6 +57,7 @@ class WorldModelObjective:
     default_normaliser: ClassVar[type[Normaliser]]  # what `wm.normalize: legacy` uses
     normalisers: ClassVar[tuple[type[Normaliser], ...]]  # the normalisers it can count units for at rollout time
     own_forward: ClassVar[bool]  # its loss comes from a forward of its own (not the policy's rollout forward)
+    gates: ClassVar[bool] = False  # can weigh its loss by the policy's action entropy (wm.gate_quantile)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -177,14 +180,41 @@ class Shared(WorldModelObjective):
     default_normaliser = TokenMean
     normalisers = (ObsTokens, TokenMean)
     own_forward = False
+    gates = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._logps: torch.Tensor | None = None
+        self._entropies: torch.Tensor | None = None
+        self.gate = getattr(self.args, "wm_gate_quantile", None)
 
     def collect(self, output: dict, environments: Sequence) -> None:
         output[REPLY_MASK] = masks = self.reply_masks(output, environments)
         output[UNITS] = self.total(self.normaliser.units(masks.sum(-1)))
+        if self.gate is not None:
+            tool = output.get("tool_mask", torch.ones_like(masks))
+            output[TURNS] = torch.tensor([turn_ids(t, c, r) for t, c, r in zip(
+                tool.tolist(), output["completion_mask"].tolist(), masks.tolist(), strict=True)], dtype=torch.long)
+
+    def gate_mask(self, entropies: torch.Tensor, turns: torch.Tensor, reply_mask: torch.Tensor) -> torch.Tensor:
+        """PaW's gate: the reply tokens of turns whose mean action entropy is at or above the ``gate``
+        quantile of the micro-batch's turns (the replies the policy was unsure what to do before)."""
+        rows, means = [], []
+        for b in range(turns.size(0)):
+            for k in range(1, int(turns[b].max().clamp(min=0)) + 1):
+                own = turns[b] == k
+                if own.any():
+                    rows.append((b, k))
+                    means.append(entropies[b][own].mean())
+        keep = torch.zeros_like(reply_mask)
+        if not means:
+            return keep
+        values = torch.stack(means).detach().float()
+        threshold = torch.quantile(values, self.gate)
+        for (b, k), value in zip(rows, values.tolist(), strict=True):
+            if value >= float(threshold):
+                keep[b] |= (turns[b] == -k).to(keep.dtype)
+        return keep * reply_mask
 
     def reply_masks(self, output: dict, environments: Sequence) -> torch.Tensor:
         """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
@@ -202,11 +232,17 @@ class Shared(WorldModelObjective):
         return masks * output["completion_mask"]
 
     def observe_policy_forward(self, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
-        self._logps = logps
+        self._logps, self._entropies = logps, entropies
 
     def loss(self, model, record: RolloutRecord, part: StepWMMetrics) -> tuple[torch.Tensor | None, float]:
         logps, self._logps = self._logps, None
+        entropies, self._entropies = self._entropies, None
         mask = record.reply_mask
+        if mask is not None and self.gate is not None and record.turns is not None and entropies is not None:
+            total = float(mask.sum())
+            mask = self.gate_mask(entropies, record.turns, mask)
+            part.gate_kept += float(mask.sum())
+            part.gate_total += total
         count = float(mask.sum()) if mask is not None else 0.0
         if logps is None or count == 0:
             return None, 0.0

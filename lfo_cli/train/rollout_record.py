@@ -10,6 +10,8 @@ they travel with their rows through TRL's split, and reads them back per micro-b
   a prompt's examples all on its first row (:func:`gather_by_prompt`);
 * ``lfo_reply_mask``: (B, C) the reply tokens inside each rollout's completion (the tool replies TRL
   masks out of the policy loss with ``tool_mask``);
+* ``lfo_turns``: (B, C) for an entropy gate: the agent's k-th turn's tokens hold k + 1, the tokens of the
+  reply to it -(k + 1), the rest 0;
 * ``lfo_wm_units``: a 0-d total, over the generation and all processes, of the units the objective's
   normaliser averages over (examples or reply tokens). TRL hands a 0-d tensor to every micro-batch whole,
   as it does ``num_items_in_batch``.
@@ -28,7 +30,8 @@ import torch
 EXAMPLES = "lfo_wm_examples"
 REPLY_MASK = "lfo_reply_mask"
 UNITS = "lfo_wm_units"
-COLUMNS = (EXAMPLES, REPLY_MASK, UNITS)
+TURNS = "lfo_turns"
+COLUMNS = (EXAMPLES, REPLY_MASK, UNITS, TURNS)
 
 # Which tool replies the world model predicts (``wm.predict``).
 PREDICT_TOOLS = {
@@ -47,11 +50,28 @@ class RolloutRecord:
     examples: list[list[Example]] | None = None
     reply_mask: torch.Tensor | None = None
     units: torch.Tensor | None = None
+    turns: torch.Tensor | None = None
 
     @classmethod
     def pop(cls, inputs: dict) -> RolloutRecord:
         """Take the record's columns out of a micro-batch's inputs (TRL's loss must not see them)."""
         return cls(*(inputs.pop(key, None) for key in COLUMNS))
+
+
+def turn_ids(tool_mask: list[int], completion_mask: list[int], reply_mask: list[int]) -> list[int]:
+    """One rollout's :data:`TURNS` row: the agent's turns (runs of its own tokens, ``tool_mask`` 1) numbered
+    1, 2, ...; each reply token gets minus the number of the turn before it."""
+    out, turn, inside = [0] * len(tool_mask), 0, False
+    for i, (own, real, reply) in enumerate(zip(tool_mask, completion_mask, reply_mask, strict=True)):
+        if own and real:
+            if not inside:
+                turn, inside = turn + 1, True
+            out[i] = turn
+        else:
+            inside = False
+            if reply and turn:
+                out[i] = -turn
+    return out
 
 
 def tool_of(transition) -> str | None:
@@ -106,6 +126,8 @@ class StepWMMetrics:
     examples: float = 0.0  # world-model examples (0 for an objective without separate examples)
     targets: float = 0.0  # target tokens
     correct: float = 0.0  # target tokens predicted right (counted only where examples are)
+    gate_kept: float = 0.0  # reply tokens an entropy gate let through, of
+    gate_total: float = 0.0  # the reply tokens it saw
     probe: list[torch.Tensor] | None = None  # summed d(term)/d(policy adapter), when the step is probed
 
     def add(self, other: StepWMMetrics) -> None:
@@ -114,6 +136,8 @@ class StepWMMetrics:
         self.examples += other.examples
         self.targets += other.targets
         self.correct += other.correct
+        self.gate_kept += other.gate_kept
+        self.gate_total += other.gate_total
         if other.probe is not None:
             self.probe = other.probe if self.probe is None else [a + b for a, b in zip(self.probe, other.probe, strict=True)]
 
@@ -125,5 +149,7 @@ class StepWMMetrics:
             if self.examples:
                 metrics["wm/token_acc"].append(self.correct / max(self.targets, 1.0))
                 metrics["wm/examples"].append(self.examples)
+        if self.gate_total:
+            metrics["wm/gate_open"].append(self.gate_kept / self.gate_total)
         if self.probe is not None:
             metrics["grad_norm/policy_from_wm"].append(float(torch.nn.utils.get_total_norm(self.probe)))

@@ -113,3 +113,39 @@ def test_a_fourth_coupling_is_one_class(fourth_coupling, tmp_path):
     assert logged["grad_norm/policy_from_wm"][-1] > 0  # its world-model gradient trains the policy
     with pytest.raises(ValueError, match="exists already"):
         type("Again", (fourth_coupling,), {"name": "policy_predicts"})
+
+
+def test_the_entropy_gate_keeps_the_replies_to_the_uncertain_turns():
+    """PaW's gate on hand-made entropies: turns (runs of the agent's own tokens) numbered per rollout, each
+    reply tagged with the turn before it; at quantile 0.5 of the turns' mean entropies (2.0, 0.1, 1.0 ->
+    1.0) the replies to the 2.0 and 1.0 turns count, the one after the confident 0.1 turn does not."""
+    from types import SimpleNamespace
+
+    from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics, turn_ids
+
+    tool = [[1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0]]
+    real = [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]]
+    reply = [[0, 0, 1, 1, 0, 1], [0, 1, 1, 0, 0, 0]]
+    turns = torch.tensor([turn_ids(t, c, r) for t, c, r in zip(tool, real, reply, strict=True)])
+    assert turns.tolist() == [[1, 1, -1, -1, 2, -2], [1, -1, -1, 0, 0, 0]]
+    entropies = torch.tensor([[2.0, 2.0, 9.0, 9.0, 0.1, 9.0], [1.0, 9.0, 9.0, 9.0, 9.0, 9.0]])
+    args = SimpleNamespace(wm_normalize="obs_tokens", wm_predict="phone", wm_gate_quantile=0.5)
+    objective = Shared(args, tokenizer=None, total=torch.as_tensor)
+    kept = objective.gate_mask(entropies, turns, torch.tensor(reply))
+    assert kept.tolist() == [[0, 0, 1, 1, 0, 0], [0, 1, 1, 0, 0, 0]]
+    logps = -torch.arange(1.0, 13.0).reshape(2, 6)
+    objective.observe_policy_forward(logps, entropies)
+    part = StepWMMetrics()
+    loss, n = objective.loss(None, RolloutRecord(reply_mask=torch.tensor(reply), turns=turns), part)
+    assert float(loss) == pytest.approx(((3 + 4) / 2 + (8 + 9) / 2) / 2) and n == 2.0  # obs_tokens over kept tokens
+    assert (part.gate_kept, part.gate_total) == (4.0, 5.0)
+
+
+def test_the_gate_is_refused_for_a_coupling_that_does_not_read_the_policys_forward(tmp_path):
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.config import DualLoRAConfig
+
+    with pytest.raises(LfoError, match="does not read the policy's forward"):
+        DualLoRAConfig(output_dir=str(tmp_path), wm_coupling="stacked", wm_gate_quantile=0.5, use_cpu=True)
+    with pytest.raises(LfoError, match=r"must be in \[0, 1\)"):
+        DualLoRAConfig(output_dir=str(tmp_path), wm_coupling="shared", wm_gate_quantile=1.5, use_cpu=True)
