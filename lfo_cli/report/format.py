@@ -42,8 +42,13 @@ def pval(p: Any) -> str:
     return "n/a" if not finite(p) else f"{p:.3g}"
 
 
+# Significant digits a report keeps of a float: a statistic's last bits differ between CPUs (SIMD width and
+# BLAS kernels change the summation order), and the report must regenerate byte for byte on any machine.
+SIGNIFICANT = 12
+
+
 def clean(obj: Any) -> Any:
-    """JSON-safe: nan/inf -> None, tuples -> lists, dataclasses via as_dict."""
+    """JSON-safe: nan/inf -> None, floats to :data:`SIGNIFICANT` digits, tuples -> lists, dataclasses via as_dict."""
     if hasattr(obj, "as_dict"):
         obj = obj.as_dict()
     if isinstance(obj, dict):
@@ -51,7 +56,7 @@ def clean(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [clean(v) for v in obj]
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+        return float(f"{obj:.{SIGNIFICANT}g}") if math.isfinite(obj) else None
     if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):  # numpy scalars
         return clean(obj.item())
     return obj

@@ -226,3 +226,20 @@ def test_the_report_records_the_commit_each_run_trained_with(study_runs, tmp_pat
         (run / "run.json").write_text(json.dumps(meta))
     build_report([study_runs], tmp_path / "b")
     assert "- Code: commit `0516c0006108` (every run)" in (tmp_path / "b" / "index.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_committed_observation_study_regenerates_byte_for_byte(tmp_path, monkeypatch):
+    """reports/studies/observation_cpu is rebuilt from its committed run files alone, file for file, as
+    `lfo report reports/studies/observation_cpu/runs --out DIR` run at the repository's root makes it."""
+    from pathlib import Path
+
+    from lfo_cli.report.build import build_report
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    study = root / "reports" / "studies" / "observation_cpu"
+    summary = build_report([Path("reports/studies/observation_cpu/runs")], tmp_path)
+    assert summary["training_runs"] == 20
+    for name in summary["files"]:
+        assert (tmp_path / name).read_bytes() == (study / name).read_bytes(), name
