@@ -46,8 +46,10 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
     )
 
 
-def tokenize_trajectories(tokenizer, trajectories: list[dict], tools: list[dict], max_length: int):
-    """``input_ids`` + ``assistant_masks`` with TRL's generation-tagged training template.
+def tokenize_trajectories(tokenizer, trajectories: list[dict], tools: list[dict], max_length: int,
+                          reply_tools: tuple[str, ...] = ()):
+    """``input_ids`` + ``assistant_masks`` with TRL's generation-tagged training template (and, with
+    ``reply_tools``, ``reply_masks``: the replies of those tools, for a world-model warm start).
 
     We tokenize here (exactly as SFTTrainer's own ``tokenize_fn`` would) rather than hand SFTTrainer
     the raw messages because a ``datasets`` column of tool-call arguments with different keys per
@@ -68,10 +70,15 @@ def tokenize_trajectories(tokenizer, trajectories: list[dict], tools: list[dict]
             continue
         if 1 not in mask:
             raise LfoError("the chat template produced no assistant tokens (generation markers missing)")
+        row: dict = {"input_ids": ids}
+        if reply_tools:
+            from lfo_cli.models.reply_loss import REPLY_MASKS, reply_masks
+
+            row[REPLY_MASKS] = reply_masks(tokenizer, ids, mask, traj["messages"], reply_tools)
         weights = [m.get("weight", 1) for m in traj["messages"] if m["role"] == "assistant"]
         if 0 in weights:
             mask = _zero_assistant_turns(mask, weights)
-        rows.append({"input_ids": ids, "assistant_masks": mask})
+        rows.append({**row, "assistant_masks": mask})
     return rows, dropped
 
 

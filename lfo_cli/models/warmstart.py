@@ -119,7 +119,8 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     # ---- data ----
     trajectories = collect_sft_trajectories(cfg, world)
     weighted = [t for t in trajectories for _ in range(cfg.data.success_weight if t["reward"] >= 1.0 else 1)]
-    rows, dropped = tokenize_trajectories(tokenizer, weighted, tools, cfg.train.max_length)
+    reply_tools = tuple(cfg.train.reply_loss_tools) if cfg.train.reply_loss_weight > 0 else ()
+    rows, dropped = tokenize_trajectories(tokenizer, weighted, tools, cfg.train.max_length, reply_tools=reply_tools)
     if not rows:
         raise LfoError(f"every trajectory is longer than train.max_length={cfg.train.max_length} tokens")
     atomic_write_jsonl(
@@ -131,6 +132,8 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         from lfo_cli.models.induction import induction_rows
 
         rows += induction_rows(tokenizer, cfg.data.induction_rows, max_len=cfg.data.induction_max_len, seed=cfg.seed)
+    if reply_tools:  # every row carries the column (induction rows: no reply)
+        rows = [{"reply_masks": [0] * len(r["input_ids"]), **r} for r in rows]
     data_stats = {
         "data/trajectories": len(trajectories),
         "data/sequences": len(lengths),
@@ -188,7 +191,12 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         train_sampling_strategy="group_by_length",  # similar lengths per batch: far less padding on CPU
     )
     guard = _metrics_callback(out_dir / "metrics.jsonl", deadline)
-    trainer = SFTTrainer(
+    trainer_cls = SFTTrainer
+    if reply_tools:  # a world-model warm start: + weight x the replies' cross-entropy (lfo_cli.models.reply_loss)
+        from lfo_cli.models.reply_loss import reply_loss_trainer
+
+        trainer_cls = reply_loss_trainer(cfg.train.reply_loss_weight)
+    trainer = trainer_cls(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config,
         callbacks=[guard],
     )

@@ -155,6 +155,16 @@ class TrainSection:
     logging_steps: int = field(default=10, metadata={"help": "Log every N steps (metrics.jsonl)."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps (for --resume)."})
     threads: int | None = field(default=None, metadata={"help": "torch threads (None: torch's default)."})
+    reply_loss_weight: float = field(
+        default=0.0,
+        metadata={"help": "A world-model warm start (Early Experience's implicit world modelling): add this weight x "
+                  "the cross-entropy on the replies of train.reply_loss_tools (per sequence, then the batch mean) to "
+                  "the assistant-token loss; same data and steps. 0: the assistant's tokens only."},
+    )
+    reply_loss_tools: list[str] = field(
+        default_factory=lambda: ["make_phone_call"],
+        metadata={"help": "Whose replies the reply-token loss covers (tool names; the rep answers make_phone_call)."},
+    )
 
     def __post_init__(self) -> None:
         if self.epochs <= 0 and self.max_steps <= 0:
@@ -171,6 +181,11 @@ class TrainSection:
             raise LfoError(f"train.max_minutes must be > 0 or null, got {self.max_minutes}")
         if self.logging_steps < 1 or self.save_steps < 1:
             raise LfoError("train.logging_steps and train.save_steps must be >= 1")
+        if self.reply_loss_weight < 0:
+            raise LfoError(f"train.reply_loss_weight must be >= 0, got {self.reply_loss_weight}")
+        known = {"search_company", "auth_info_form", "make_phone_call"}
+        if not self.reply_loss_tools or not set(self.reply_loss_tools) <= known:
+            raise LfoError(f"train.reply_loss_tools must name tools among {sorted(known)}, got {self.reply_loss_tools}")
 
 
 @dataclass

@@ -218,7 +218,7 @@ class Shared(WorldModelObjective):
 
     def reply_masks(self, output: dict, environments: Sequence) -> torch.Tensor:
         """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
-        from lfo_cli.train.reply_mask import reply_token_mask
+        from lfo_cli.models.reply_mask import reply_token_mask
 
         completion_ids, width = output["completion_ids"], output["completion_ids"].size(1)
         tool_mask = output.get("tool_mask")

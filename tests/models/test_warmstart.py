@@ -303,3 +303,39 @@ def test_the_warm_start_prints_a_few_judged_figures_not_every_metric():
     assert rows["the teacher, by difficulty"] == "d1: 0.70" and rows["valid tool calls"] == "0.900"
     assert len(rows) <= 8 and "eval/first_call/none" not in str(rows)
     assert dict(summary_rows({"train/steps": 3})).keys() == {"SFT"}
+
+
+def test_a_world_model_warm_start_adds_the_replies_loss_on_the_same_steps(tmp_path, tiny_model_dir, small_world_dir,
+                                                                         tiny_tokenizer, monkeypatch):
+    """train.reply_loss_weight: the reply masks cover exactly the rep's replies to phone calls; the SFT runs
+    the same steps, logs reply_loss, and ends with other weights than the plain warm start."""
+    from lfo_cli.env import load_world
+    from lfo_cli.models import prompts as P
+    from lfo_cli.models.reply_loss import reply_masks
+    from lfo_cli.models.sft_data import collect_sft_trajectories, tokenize_trajectories
+
+    world = load_world(small_world_dir)
+    cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, rollouts_per_task=1, max_tasks=4))
+    trajs = collect_sft_trajectories(cfg, world)
+    tools = P.tool_schemas(__import__("lfo_cli.env.trl_env", fromlist=["x"]).CustomerServiceEnv)
+    (row, *_), _ = tokenize_trajectories(tiny_tokenizer, trajs, tools, 4096, reply_tools=("make_phone_call",))
+    marked = tiny_tokenizer.decode([t for t, m in zip(row["input_ids"], row["reply_masks"], strict=True) if m])
+    phone = [m["content"] for m in trajs[0]["messages"] if m["role"] == "tool" and m["name"] == "make_phone_call"]
+    assert phone and all(reply.strip() in marked for reply in phone)
+    assert not any(m and a for m, a in zip(row["reply_masks"], row["assistant_masks"], strict=True))
+    assert sum(reply_masks(tiny_tokenizer, row["input_ids"], row["assistant_masks"], trajs[0]["messages"], ())) == 0
+
+    monkeypatch.setenv("LFO_HOME", str(tmp_path / "home"))
+    out = {}
+    for weight in (0.0, 0.5):
+        run_cfg = WarmStartConfig(
+            seed=1, model=ModelSection(name=str(tiny_model_dir), full_finetune=True),
+            data=DataSection(dir=small_world_dir, rollouts_per_task=1, max_tasks=8, induction_rows=2),
+            train=TrainSection(max_steps=3, batch_size=4, logging_steps=1, save_steps=10, reply_loss_weight=weight),
+            eval=EvalSection(num_tasks=0))
+        summary = run_warmstart(run_cfg, tmp_path / f"w{weight}")
+        assert summary["train/steps"] == summary["train/planned_steps"] == 3
+        out[weight] = (tmp_path / f"w{weight}" / "model" / "model.safetensors").read_bytes()
+    logged = [json.loads(line) for line in (tmp_path / "w0.5" / "metrics.jsonl").read_text().splitlines()]
+    assert any(r.get("losses/reply_loss", 0) > 0 for r in logged)
+    assert out[0.0] != out[0.5]

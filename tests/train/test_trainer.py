@@ -251,7 +251,7 @@ def test_activation_checkpointing_is_off_by_default_and_refused_where_it_breaks_
 
 
 def test_reply_token_mask_marks_exactly_the_phone_replies(tokenizer):
-    from lfo_cli.train.reply_mask import reply_token_mask
+    from lfo_cli.models.reply_mask import reply_token_mask
 
     reply_a, reply_b = "I need your account number", "thank you your request is done"
     text_model = "<|im_start|>assistant\ncall<|im_end|>\n"

@@ -1,4 +1,5 @@
-"""Which tokens of a TRL multi-turn completion are the tool replies (the ``shared`` coupling's targets)."""
+"""Which tokens of a multi-turn token sequence are the tool replies: the ``shared`` coupling's targets in a TRL
+completion, and the reply-token loss of a world-model warm start."""
 
 from __future__ import annotations
 
