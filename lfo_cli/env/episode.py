@@ -87,7 +87,7 @@ class Transition:
                    observation=d["observation"], category=d["category"])
 
 
-SHAPING = ("progress_shaping", "field_credit")
+SHAPING = ("progress_shaping", "field_credit", "probe_bonus")
 # Where an episode's first make_phone_call went (``info()["first_call"]``; None: no call): the department of the
 # task's first step, another department of the task's company, another company, a 10-digit number in no
 # directory, or not a phone number at all. Separates choosing the department from copying its number.
@@ -95,20 +95,24 @@ FIRST_CALL_OUTCOMES = ("right_department", "other_department", "other_company", 
 
 
 def check_shaping(error: type[Exception] = ValueError, prefix: str = "", **values: float) -> None:
-    """Reward-shaping coefficients must lie in [0, 1): a failed episode never earns a success's 1."""
+    """Reward-shaping coefficients must lie in [0, 1), and so must their sum: a failed episode never earns a
+    success's 1."""
     for name, value in values.items():
         if not 0.0 <= value < 1.0:
             raise error(f"{prefix}{name} must be in [0, 1) (a success earns 1), got {value}")
+    if sum(values.values()) >= 1.0:
+        raise error(f"{prefix}{' + '.join(values)} must add up to less than 1 (a success earns 1), "
+                    f"got {sum(values.values()):g}")
 
 
 class Episode:
     """The environment for one task at a time. ``reset`` then ``step`` until ``done``."""
 
     def __init__(self, world: WorldData, *, max_turns: int = MAX_TURNS, progress_shaping: float = 0.0,
-                 field_credit: float = 0.0) -> None:
+                 field_credit: float = 0.0, probe_bonus: float = 0.0) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be >= 1")
-        check_shaping(progress_shaping=progress_shaping, field_credit=field_credit)
+        check_shaping(progress_shaping=progress_shaping, field_credit=field_credit, probe_bonus=probe_bonus)
         self.world = world
         self.max_turns = max_turns
         # Reward for partial progress (completed steps / total) when the task fails; 0 = binary reward.
@@ -117,6 +121,9 @@ class Episode:
         # per step, when the task fails; 0 = off. Denser than progress_shaping: it separates a call with
         # one mis-copied value from one with none right, which difficulty-1 tasks otherwise cannot.
         self.field_credit = field_credit
+        # A failed episode that probed before its form (a call with no identity field, answered by naming
+        # what the department needs) earns this: the reading study's positive control; 0 = off.
+        self.probe_bonus = probe_bonus
         self.task: Task | None = None
         self.transitions: list[Transition] = []
         self._writer = ReplyWriter(random.Random(0))
@@ -155,6 +162,7 @@ class Episode:
         # Reading a reply: calls with no identity field that the rep answered by naming what it needs
         # (the `probe` policy's move), the fields such replies named, and whether the form held them all.
         self.probe_calls = 0
+        self.probed_before_form = False
         self.named_fields: list[str] = []
         self.form_holds_named: bool | None = None  # None: no form, or nothing named before it
         return task.prompt()
@@ -169,7 +177,8 @@ class Episode:
         if self.success:
             return 1.0
         steps = len(self._chain)
-        return (self.progress_shaping * self.completed + self.field_credit * self.step_fields_right) / steps
+        return ((self.progress_shaping * self.completed + self.field_credit * self.step_fields_right) / steps
+                + self.probe_bonus * self.probed_before_form)
 
     def info(self) -> dict:
         if self.task is None:
@@ -195,6 +204,7 @@ class Episode:
             "steps_total": len(self._chain),
             "categories": dict(self.category_counts),
             "probe_calls": self.probe_calls,
+            "probed_before_form": self.probed_before_form,
             "form_holds_named": self.form_holds_named,
             "internal_errors": self.internal_errors,
         }
@@ -337,6 +347,7 @@ class Episode:
         if missing:
             if not provided and ref_given is None:
                 self.probe_calls += 1
+                self.probed_before_form |= not self.forms_submitted
             self.named_fields.extend(f for f in missing if f not in self.named_fields)
             return w.auth_failure(company.name, dept.name, missing, dept.alternatives, ref_dept), "auth_failure"
         nxt = self._chain[self.completed]

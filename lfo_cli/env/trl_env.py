@@ -30,9 +30,9 @@ class CustomerServiceEnv:
     """Customer-service phone environment: find the company, collect credentials once, call reps."""
 
     def __init__(self, world: WorldData, *, seed: int = 0, instance_index: int = 0, max_turns: int = MAX_TURNS,
-                 progress_shaping: float = 0.0, field_credit: float = 0.0) -> None:
+                 progress_shaping: float = 0.0, field_credit: float = 0.0, probe_bonus: float = 0.0) -> None:
         self._episode = Episode(world, max_turns=max_turns, progress_shaping=progress_shaping,
-                                field_credit=field_credit)
+                                field_credit=field_credit, probe_bonus=probe_bonus)
         self._seed = seed
         self._instance_index = instance_index
         self._resets = 0
@@ -128,7 +128,8 @@ class EnvFactory:
 
 
 def make_env_factory(world_or_data_dir: WorldData | str | Path, seed: int = 0, **opts: Any) -> EnvFactory:
-    """``opts``: ``max_turns`` (16), ``progress_shaping`` and ``field_credit`` (both 0.0: binary reward)."""
+    """``opts``: ``max_turns`` (16), ``progress_shaping``, ``field_credit`` and ``probe_bonus`` (all 0.0: binary
+    reward)."""
     world = world_or_data_dir if isinstance(world_or_data_dir, WorldData) else load_world(world_or_data_dir)
     unknown = set(opts) - {"max_turns", *SHAPING}
     if unknown:

@@ -117,6 +117,10 @@ class EnvSection:
     field_credit: float = field(
         default=0.0, metadata={"help": "A failed episode earns this x (share of the current step's required auth fields "
                                        "right in its best call) / total steps; 0 = off."})
+    probe_bonus: float = field(
+        default=0.0, metadata={"help": "A failed episode that probed before its form (a call with no identity field, "
+                                       "answered by naming what the department needs) earns this: the reading "
+                                       "study's positive control. 0 = off."})
 
     def __post_init__(self):
         check_shaping(LfoError, "env.", **dataclasses.asdict(self))

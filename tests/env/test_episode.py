@@ -384,3 +384,22 @@ def test_validation_reports_the_probe_rate_and_forms_that_hold_the_named_fields(
                 for s, p, h in ((True, 1, True), (False, 2, False), (False, 0, None), (True, 0, None))]
     row = validation_metrics({"episodes": episodes, "turns": []})
     assert row["val/probe_rate"] == 0.5 and row["val/form_holds_named"] == 0.5
+
+
+def test_the_positive_controls_probe_bonus_pays_a_failed_episode_that_probed_before_its_form(world):
+    t = _d(world, 2)
+    dept = world.companies[t.company_id].department(t.steps[0].department)
+    rewards = {}
+    for probe_first in (True, False):
+        ep = Episode(world, probe_bonus=0.1)
+        ep.reset(t, 0)
+        if probe_first:
+            ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {}})
+        ep.step("auth_info_form", {"fields": ["email"]})
+        ep.step("make_phone_call", {"phone_number": dept.phone, "auth_info": {}})  # after the form: no bonus
+        rewards[probe_first] = (ep.reward(), ep.info()["probed_before_form"])
+    assert rewards == {True: (0.1, True), False: (0.0, False)}
+    import pytest
+
+    with pytest.raises(ValueError, match="must add up to less than 1"):
+        Episode(world, field_credit=0.5, probe_bonus=0.5)
