@@ -131,7 +131,7 @@ def test_shipped_grids_all_validate():
     for name in names:
         grid = load_grid(name)
         cells = expand(grid, Path("/nonexistent"))
-        assert len(grid.seeds) >= 3, name
+        assert len(grid.seeds) >= 3 or name.startswith("calibration_"), name  # calibration probes are one-seed
         assert cells and all(c.resolved["kind"] == "grpo" for c in cells)
         if name.endswith("_cpu") or name == "cpu_headline":
             assert "micro" in grid.base, name
