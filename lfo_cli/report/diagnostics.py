@@ -10,6 +10,7 @@ from lfo_cli.report.format import num, pval
 from lfo_cli.report.run_stats import Conditions
 
 GRAD_KEYS = ("grad_norm/policy", "grad_norm/wm", "grad_norm/policy_from_wm", "grad_norm/clip_coef")
+SPLIT_KEYS = ("grad_norm/policy_from_rl", "grad_norm/wm_over_rl")  # the policy gradient's RL part, and WM's against it
 SIGNAL_KEYS = ("reward", "frac_reward_zero_std")  # GRPO's reward and the share of groups without reward variance
 
 
@@ -135,3 +136,24 @@ def grad_norm_section(rep: Report, cs: Conditions, pd, plt) -> None:
         rep.md.append("Skipped: no run logged two or more steps of grad_norm/policy, grad_norm/wm or "
                       "grad_norm/policy_from_wm.")
         rep.notes.append("Gradient norms: not logged by any run.")
+    if any(SPLIT_KEYS[1] in row for s in cs.rs.values() for row in s.run.rows):
+        split_section(rep, cs, pd, plt)
+
+
+def split_section(rep: Report, cs: Conditions, pd, plt) -> None:
+    """How much world-model gradient the policy gets against RL's (runs that log ``grad_norm/wm_over_rl``)."""
+    import statistics
+
+    rep.md.append("### The policy's gradient: world model against RL\n")
+    drawn = step_panels(rep, cs, per_step_means(cs, SPLIT_KEYS), SPLIT_KEYS, "wm_over_rl", pd, plt)
+    lines = []
+    for c in cs.conds:
+        values = [float(row[SPLIT_KEYS[1]]) for s in cs.by_cond[c] for row in s.run.rows if SPLIT_KEYS[1] in row]
+        if values:
+            lines.append(f"- {c}: median {num(statistics.median(values))} (range {num(min(values))}-{num(max(values))}) "
+                         f"over {len(values)} probed steps")
+    figure = "![wm over rl](wm_over_rl.png)\n\n" if drawn else ""
+    rep.md.append(figure + "`grad_norm/wm_over_rl`: the world-model term's gradient into the policy adapter over the "
+                  "RL part of the policy's gradient (the whole pre-clip gradient minus the world-model part), on "
+                  "probed steps where some group had reward variance. Above 1 the world model, not RL, steers the "
+                  "policy. Data `wm_over_rl.csv`.\n\n" + "\n".join(lines))

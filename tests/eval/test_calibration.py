@@ -50,3 +50,26 @@ def test_the_largest_stable_rung_with_measurable_gradient_is_chosen_per_coupling
     # a probe without the ratio (never probed, or no reward variance) cannot qualify
     table, chosen, _ = calibrate([{"coupling": "separate", "coef": 0.5, "rows": rows(0.55, 0.96, 0.45)}], BASELINES)
     assert chosen == {"separate": None} and table[0]["median wm_over_rl"] is None
+
+
+def test_the_report_shows_the_gradient_split_and_the_calibration_only_when_runs_log_it(tmp_path, make_run):
+    import json
+
+    from lfo_cli.report.build import build_report
+
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        make_run(runs, f"base_s{seed}", seed=seed, coef=0.0, jump_at=None)
+    plain = build_report([runs], tmp_path / "plain")
+    assert "wm_over_rl.csv" not in plain["files"] and "calibration.csv" not in plain["files"]
+    dual = make_run(runs, "stacked_s0", seed=0, coef=0.05, jump_at=None, extra={"wm.coupling": "stacked"})
+    rows = [json.loads(line) for line in (dual / "metrics.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):
+        if row.get("step", 0) % 5 == 0 and "grad_norm/policy" in row:
+            row.update({"grad_norm/policy_from_rl": 0.1, "grad_norm/wm_over_rl": 0.02 * (1 + i % 3)})
+    (dual / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = build_report([runs], tmp_path / "with")
+    assert {"wm_over_rl.csv", "wm_over_rl.png", "calibration.csv"} <= set(summary["files"])
+    index = (tmp_path / "with" / "index.md").read_text()
+    assert "### The policy's gradient: world model against RL" in index and "probed steps" in index
+    assert "## Calibration: lambda per coupling" in index and "stacked" in summary["calibration"]["chosen"]
