@@ -52,9 +52,13 @@ class TrainerProgress(TrainerCallback):
         self.pending: int | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero:
-            self.plog = ProgressLog(self.label, state.max_steps, unit="step", start=state.global_step, **self.kwargs)
+        self._start(state)
         self.pending = None
+
+    def _start(self, state) -> None:
+        # Callbacks registered before this one (the step-0 validation) can log first: start at whichever comes.
+        if self.plog is None and state.is_world_process_zero:
+            self.plog = ProgressLog(self.label, state.max_steps, unit="step", start=state.global_step, **self.kwargs)
 
     # The Trainer calls on_step_end before the step's on_log: a step's progress is counted at its log row
     # when it has one (so a line carries that step's metrics), else at the next step's start or the end,
@@ -72,6 +76,7 @@ class TrainerProgress(TrainerCallback):
         self.pending = state.global_step
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        self._start(state)
         if self.plog is None or not logs:
             return
         line = format_log(logs, state.global_step, state.max_steps)

@@ -182,3 +182,15 @@ def test_sparse_logging_still_gets_a_heartbeat_without_stale_metrics():
     got = lines(out)
     assert [g.split(":")[1].split()[0] for g in got] == ["20/400", "40/400", "60/400", "80/400", "100/400", "120/400"]
     assert [("loss" in g) for g in got] == [False, True, False, True, False, True]
+
+
+def test_a_row_logged_before_training_begins_is_printed():
+    """The step-0 validation logs from a callback that runs before the progress callback's on_train_begin."""
+    from lfo_cli.console import TrainerProgress
+
+    out, clock = io.StringIO(), FakeClock()
+    cb = TrainerProgress("GRPO", stream=out, terminal=False, clock=clock)
+    args, control = SimpleNamespace(), SimpleNamespace()
+    cb.on_log(args, _state(0, 10), control, logs={"val/success": 0.25})
+    cb.on_train_begin(args, _state(0, 10), control)
+    assert lines(out) == ["validation @ step 0: success 0.250"]
