@@ -91,7 +91,7 @@ class TrainerProgress(TrainerCallback):
                 self.plog.update(state.global_step, note=_fields(logs, STEP_FIELDS))
         elif "train_runtime" in logs:  # the run's end: this line, and no repeated last progress line
             self.plog.update(state.global_step, quiet=True)
-            self.plog.log(line, with_status=False, counts_as_progress=True)
+            self.plog.log(line, counts_as_progress=True)
         else:
             self.plog.log(line)
 

@@ -9,8 +9,7 @@ prints plain lines instead, each with done/total, the rate and the ETA::
 The cadence (:class:`Cadence`): a line once another 5% of the total is done since the last line, but
 at most one per 10 s (a fast job does not flood its log), and at least one per 60 s while work goes on
 (a slow one is never silent for long), plus a last line at the end (a heartbeat-only log, ``Cadence(fraction=None)``,
-ends silently when it never needed a heartbeat). A line of the job's own (a training step's metrics)
-counts as a progress line: off a terminal it carries the rate and ETA itself.
+ends silently when it never needed a heartbeat). A trainer's logged metrics ride on the progress line as its ``note``.
 
 Standard library only; rich is imported for the terminal display alone. The clock is injectable so the
 cadence is tested without waiting.
@@ -182,19 +181,14 @@ class ProgressLog:
     def advance(self, n: int = 1, *, note: str | None = None) -> None:
         self.update(self.done + n, note=note)
 
-    def log(self, text: str, *, with_status: bool = False, counts_as_progress: bool = False) -> None:
-        """A line of the job's own. ``with_status``: off a terminal the rate and ETA are appended and the
-        line counts as the cadence's; ``counts_as_progress``: it counts so without them (it says where the
-        job is itself, e.g. that it ended)."""
+    def log(self, text: str, *, counts_as_progress: bool = False) -> None:
+        """A line of the job's own. ``counts_as_progress``: off a terminal it stands for the cadence's next
+        line (it says where the job is itself, e.g. that it ended)."""
         if not self.enabled or self.closed:
             return
-        if with_status and self._bar is None:
-            self._print(f"{text} · {self.rate_text()} · {self.eta_text()}")
+        self._print(text)
+        if counts_as_progress and self._bar is None:
             self._emitted()
-        else:
-            self._print(text)
-            if counts_as_progress and self._bar is None:
-                self._emitted()
 
     def close(self) -> None:
         """Stop the display; off a terminal, a last line when the last one was not already at this point."""
