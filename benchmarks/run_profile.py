@@ -101,6 +101,7 @@ def _commit() -> str:
 def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict:
     import torch
 
+    from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.perf import tune_malloc
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
@@ -113,7 +114,11 @@ def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict
     instrument(timer)
     with tempfile.TemporaryDirectory(prefix="lfo-profile-") as out:
         start = time.perf_counter()
-        run_training(rec.config, Path(out))
+        cfg = rec.config
+        # The run's base as `lfo train` gives it (the warm start is built beforehand: it is not part of the profile).
+        base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir, build=False)) if cfg.model.warmstart \
+            else cfg.model.name
+        run_training(cfg, Path(out), args=cfg.training_args(out), base=base)
         wall = time.perf_counter() - start
     phases = dict(timer.seconds)
     phases["rest"] = wall - sum(phases.values())

@@ -87,7 +87,7 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
         c.trainer.update(per_device_train_batch_size=prompts * generations, num_generations=generations,
                          gradient_accumulation_steps=1, max_steps=1, bf16=cuda, use_cpu=not cuda,
                          max_completion_length=a.max_completion_length or c.trainer.get("max_completion_length"))
-        t = DualLoRAGRPOTrainer(model=model, args=c.grpo_args("/tmp/lfo-step-time"), train_dataset=data,
+        t = DualLoRAGRPOTrainer(model=model, args=c.training_args("/tmp/lfo-step-time"), train_dataset=data,
                                 processing_class=tok, environment_factory=make_env_factory(world, seed=a.seed))
         t.current_gradient_accumulation_steps = 1
         return t

@@ -121,7 +121,7 @@ def main() -> None:
 
     rec = load_recipe(a.recipe, [f"data.dir={a.data_dir}", *a.set])
     cfg = rec.config
-    resolved = cfg.grpo_args("/tmp/lfo-wm-overhead", validate_only=True)  # the recipe's batch, TRL's defaults
+    resolved = cfg.training_args("/tmp/lfo-wm-overhead", portable=True)  # the recipe's batch, TRL's defaults
     a.generations = a.generations or resolved.num_generations
     a.prompts = a.prompts or max(resolved.per_device_train_batch_size // resolved.num_generations, 1)
     total = a.prompts * a.generations
@@ -145,7 +145,7 @@ def main() -> None:
                             gradient_accumulation_steps=steps, max_steps=1)
         cfg2.trainer.pop("steps_per_generation", None)  # one generation per step, as TRL's default
         trainer = DualLoRAGRPOTrainer(
-            model=model, args=cfg2.grpo_args(str(out)), train_dataset=data, processing_class=tok,
+            model=model, args=cfg2.training_args(str(out)), train_dataset=data, processing_class=tok,
             environment_factory=make_env_factory(world, seed=a.seed),
         )
         trainer.current_gradient_accumulation_steps = steps

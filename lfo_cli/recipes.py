@@ -50,6 +50,12 @@ class Recipe:
     resolved: dict = field(default_factory=dict)  # the fully merged mapping, as written to the run dir
     chain: list[str] = field(default_factory=list)  # files from root to leaf
 
+    def check(self) -> None:
+        """The checks a kind runs beyond its sections' own, where it has some (grpo: TRL's, through a
+        machine-independent `DualLoRAConfig`). `lfo train --dry-run` and a grid's cells run them."""
+        check = getattr(self.config, "check", None)
+        if check is not None:
+            check()
 
 
 def available_recipes(recipe_dir: Path = RECIPE_DIR) -> list[str]:

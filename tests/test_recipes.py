@@ -144,7 +144,7 @@ def test_shipped_recipes_resolve(name):
 )
 def test_grpo_recipe_rejects_bad_values(override, message):
     with pytest.raises(LfoError) as info:
-        recipes.load_recipe("dual_lora_micro", [override])
+        recipes.load_recipe("dual_lora_micro", [override]).check()  # check(): TRL's own checks too
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
@@ -178,16 +178,22 @@ def test_grpo_recipe_env_section_reaches_the_environment():
 
 
 def test_world_model_options_are_declared_once_with_their_help():
+    """The recipe's wm section is the trainer config's `wm`: one dataclass, passed as is."""
     import dataclasses
+    import typing
 
     from lfo_cli.train.config import DualLoRAConfig
-    from lfo_cli.train.recipe_config import WMSection
+    from lfo_cli.train.recipe_config import TrainConfig
+    from lfo_cli.train.wm_settings import WorldModelSettings
 
-    trainer = {f.name[3:]: f for f in dataclasses.fields(DualLoRAConfig) if f.name.startswith("wm_")}
-    section = {f.name: f for f in dataclasses.fields(WMSection)}
-    assert list(section) == list(trainer)
-    for name, f in section.items():
-        assert f.default == trainer[name].default and f.metadata["help"] == trainer[name].metadata["help"]
+    assert typing.get_type_hints(TrainConfig)["wm"] is WorldModelSettings
+    assert typing.get_type_hints(DualLoRAConfig)["wm"] is WorldModelSettings
+    assert not [f.name for f in dataclasses.fields(DualLoRAConfig) if f.name.startswith("wm_")]
+    assert all(f.metadata.get("help") for f in dataclasses.fields(WorldModelSettings))
+    cfg = recipes.load_recipe("dual_lora_micro", ["wm.coef=0.25", "wm.coupling=stacked"]).config
+    args = cfg.training_args("/tmp/lfo-wm-settings", portable=True)
+    assert args.wm is cfg.wm and (args.wm.coef, args.wm.coupling) == (0.25, "stacked")
+    assert args.to_dict()["wm"]["coef"] == 0.25  # TRL's serialisation (trackers) gets a mapping
 
 
 def test_train_list_shows_each_recipe_with_its_description():

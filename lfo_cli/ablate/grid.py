@@ -245,7 +245,9 @@ def expand(grid: Grid, runs_dir: Path, validate: bool = True) -> list[Cell]:
             resolved: dict = {}
             if validate:
                 try:
-                    resolved = recipes.load_recipe(grid.base, overrides + [f"seed={seed}"]).resolved
+                    rec = recipes.load_recipe(grid.base, overrides + [f"seed={seed}"])
+                    rec.check()
+                    resolved = rec.resolved
                 except LfoError as exc:
                     raise LfoError(f"{grid.path}: cell {cid}: {exc}") from None
             cells.append(Cell(cell_id=cell_id, condition=cid, values=dict(values), seed=seed,

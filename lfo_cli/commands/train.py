@@ -24,7 +24,7 @@ SetOpt = Annotated[
 
 
 def _runner(kind: str):
-    """The runner of a recipe kind: ``run(cfg, out_dir, *, resume=False) -> dict``."""
+    """The runner of a recipe kind: ``run(cfg, out_dir, *, resume=False, **prepared) -> dict``."""
     if kind == "warmstart":
         from lfo_cli.models.warmstart import run_warmstart
 
@@ -32,6 +32,37 @@ def _runner(kind: str):
     from lfo_cli.train.runner import run_training
 
     return run_training
+
+
+def _prepare(rec, run_dir: Path) -> dict:
+    """What a run's runner gets beyond its config, made before the run dir holds anything of the run. A grpo
+    run: its one `DualLoRAConfig` (every check, this machine's too) and its base model, the recipe's warm
+    start built first if it is missing."""
+    import subprocess
+    import sys
+
+    if rec.kind != "grpo":
+        return {}
+    args = rec.config.training_args(run_dir)
+    ws = rec.config.model.warmstart
+    if not ws:
+        return {"args": args, "base": rec.config.model.name}
+    from lfo_cli.models.warmstart import ensure_warmstart
+    from lfo_cli.models.warmstart_cache import warmstart_status
+
+    data_dir = rec.config.data.dir
+    # Not under `accelerate launch` with several processes or DeepSpeed: every rank would train it, and its
+    # Trainer would inherit the plugin; ensure_warmstart(build=False) then says how to build it beforehand.
+    distributed = args.world_size > 1 or args.deepspeed_plugin is not None
+    if not distributed and not warmstart_status(ws, data_dir=data_dir)["cached"]:
+        # In a process of its own: the warm start's Trainer would fix accelerate's process-wide state (its
+        # mixed precision) before this run's Accelerator exists. Its progress goes to the same terminal/log.
+        # Its stdout goes to stderr: `--json` keeps stdout to itself.
+        done = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "build", str(ws), "--data-dir", str(data_dir)],
+                              stdout=sys.stderr.fileno(), check=False)
+        if done.returncode != 0:
+            raise typer.Exit(done.returncode)  # the build printed its own error line
+    return {"args": args, "base": str(ensure_warmstart(ws, data_dir=data_dir, build=False))}
 
 
 def _rank() -> int:
@@ -127,9 +158,8 @@ def train(
                        f"lfo train --resume {resume} --out NEW --set trainer.max_steps=N")
             return
         rec = recipes.recipe_from_mapping(recipes.apply_overrides(mapping, list(set_ or [])), name=name)
-        run_dir = resume
-        if out is not None:
-            run_dir = _continue_into(resume, out, rec)
+        prepared = _prepare(rec, out or resume)
+        run_dir = resume if out is None else _continue_into(resume, out, rec)
     else:
         if recipe is None:
             raise LfoError("--recipe NAME is required (see `lfo train --list`)")
@@ -138,21 +168,21 @@ def train(
             overrides.append(f"seed={seed}")
         rec = recipes.load_recipe(recipe, overrides)
         if dry_run:
+            rec.check()
             if json_out:
                 print_json(rec.resolved)
             else:
                 typer.echo(yaml.safe_dump(rec.resolved, sort_keys=False), nl=False)
                 _warmstart_note(rec)
             return
-        if hasattr(rec.config, "preflight"):
-            rec.config.preflight()
         run_seed = getattr(rec.config, "seed", None)
         if out is None and _rank() > 0:
             raise LfoError("under `accelerate launch`, pass --out so every process uses the same run dir")
         run_dir = out or Path("runs") / f"{Path(rec.name).stem}_s{run_seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+        if _rank() == 0 and (run_dir / "recipe.yaml").exists():
+            raise LfoError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
+        prepared = _prepare(rec, run_dir)
         if _rank() == 0:  # under accelerate/torchrun only the main process owns the run dir's metadata
-            if (run_dir / "recipe.yaml").exists():
-                raise LfoError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
             run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(run_dir / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
             meta = run_metadata(seed=getattr(rec.config, "seed", None), config=rec.resolved)
@@ -165,7 +195,7 @@ def train(
             atomic_write_json(run_dir / "run.json", meta)
 
     runner = _runner(rec.kind)
-    summary = runner(rec.config, run_dir, resume=resume is not None)
+    summary = runner(rec.config, run_dir, resume=resume is not None, **prepared)
     if json_out:
         print_json({"run_dir": str(run_dir), **(summary or {})})
     else:

@@ -59,13 +59,14 @@ def collect_trajectories(
     system_prompt: str = prompts.SYSTEM_PROMPT,
     imitate_random: bool = True,
     probe_rate: float = 0.0,
+    probe_noise: Any = None,
 ) -> list[dict[str, Any]]:
     """Run ``policy`` (with the environment's ``NoiseConfig``) on each task; one dict per rollout
     with ``messages``, ``transitions`` (dicts), ``task_id``, ``difficulty``, ``policy``, ``reward``
     and ``info``. Rollout seeds derive from ``seed`` so the data set is reproducible.
     ``imitate_random``: see :func:`trajectory_messages`. ``probe_rate``: each rollout plays the ``probe``
     policy instead with this probability (drawn per rollout from ``seed``, task and rollout index, so a
-    rollout's policy and its own seed do not depend on the others), with the same noise."""
+    rollout's policy and its own seed do not depend on the others), with ``probe_noise`` (None: ``noise``)."""
     import random
 
     from lfo_cli.env.episode import Episode
@@ -77,10 +78,10 @@ def collect_trajectories(
     for task in tasks:
         for r in range(rollouts_per_task):
             rollout_seed = sub_seed("warmstart", seed, task.task_id, r) % (2**31)
-            played = policy
+            played, played_noise = policy, noise
             if probe_rate and random.Random(sub_seed("probe-mix", seed, task.task_id, r)).random() < probe_rate:
-                played = "probe"
-            traj = run_episode(episode, played, task, rollout_seed=rollout_seed, noise=noise)
+                played, played_noise = "probe", noise if probe_noise is None else probe_noise
+            traj = run_episode(episode, played, task, rollout_seed=rollout_seed, noise=played_noise)
             d = traj.to_dict()
             out.append(
                 {

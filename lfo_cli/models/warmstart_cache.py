@@ -36,7 +36,8 @@ def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[st
 # Options added after warm starts were cached, with the value that reproduces the old data bit for bit:
 # left out of the key at that value, so adding an option does not invalidate every cached base.
 NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {
-    "data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0, "probe_rate": 0.0},
+    "data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0, "probe_rate": 0.0,
+             "probe_noise_scale": 1.0},
     "train": {"reply_loss_weight": 0.0, "reply_loss_tools": ["make_phone_call"]}}
 
 

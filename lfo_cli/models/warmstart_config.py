@@ -94,6 +94,11 @@ class DataSection:
                   "named), with the same noise: a warm start that has seen replies read within an episode, the "
                   "behaviour held-out companies need. 0: the policy alone."},
     )
+    probe_noise_scale: float = field(
+        default=1.0,
+        metadata={"help": "The probing teacher's noise (epsilon, field_dropout, field_extra, slip) is the prior's times "
+                  "this: 1 = the same noise, 0 = clean probes that read the reply and finish the task, 0.5 = half."},
+    )
     success_weight: int = field(
         default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
     )
@@ -105,12 +110,17 @@ class DataSection:
     )
     induction_max_len: int = field(default=48, metadata={"help": "Longest random sequence A of an induction row."})
 
-    def noise(self):
-        """The teacher's :class:`~lfo_cli.env.noise.NoiseConfig` (SFT data and the teacher baseline)."""
+    def noise(self, scale: float = 1.0):
+        """The teacher's :class:`~lfo_cli.env.noise.NoiseConfig` (SFT data and the teacher baseline), every
+        probability times ``scale``."""
         from lfo_cli.env.noise import NoiseConfig
 
-        return NoiseConfig(epsilon=self.epsilon, field_dropout=self.field_dropout, slip=self.slip,
-                           field_extra=self.field_extra)
+        return NoiseConfig(epsilon=self.epsilon * scale, field_dropout=self.field_dropout * scale,
+                           slip=self.slip * scale, field_extra=self.field_extra * scale)
+
+    def probe_noise(self):
+        """The noise of the rollouts that play ``probe`` (``probe_rate``)."""
+        return self.noise(self.probe_noise_scale)
 
     def __post_init__(self) -> None:
         if self.rollouts_per_task < 1:
@@ -119,7 +129,7 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
-        for name in ("epsilon", "field_dropout", "slip", "field_extra", "probe_rate"):
+        for name in ("epsilon", "field_dropout", "slip", "field_extra", "probe_rate", "probe_noise_scale"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise LfoError(f"data.{name} must be in [0, 1], got {v}")

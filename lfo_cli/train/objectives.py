@@ -66,11 +66,11 @@ class WorldModelObjective:
                 raise ValueError(f"a world-model objective named {cls.name!r} exists already: {OBJECTIVES[cls.name]}")
             OBJECTIVES[cls.name] = cls
 
-    def __init__(self, args, tokenizer, *, total: Callable[[float | torch.Tensor], torch.Tensor],
+    def __init__(self, wm, tokenizer, *, total: Callable[[float | torch.Tensor], torch.Tensor],
                  device: torch.device | str = "cpu"):
-        self.args, self.tokenizer, self.total, self.device = args, tokenizer, total, device
-        self.normaliser = self.normaliser_class(args.wm_normalize)()
-        self.tools = PREDICT_TOOLS[args.wm_predict]
+        self.wm, self.tokenizer, self.total, self.device = wm, tokenizer, total, device
+        self.normaliser = self.normaliser_class(wm.normalize)()
+        self.tools = PREDICT_TOOLS[wm.predict]
 
     @classmethod
     def normaliser_class(cls, normalize: str) -> type[Normaliser]:
@@ -130,9 +130,9 @@ class _ExampleObjective(WorldModelObjective):
         if not flat:
             return None, 0.0
         units = float(len(flat))
-        if len(flat) > self.args.wm_max_examples:  # evenly spaced subsample, deterministic
-            stride = len(flat) / self.args.wm_max_examples
-            flat = [flat[math.floor(i * stride)] for i in range(self.args.wm_max_examples)]
+        if len(flat) > self.wm.max_examples:  # evenly spaced subsample, deterministic
+            stride = len(flat) / self.wm.max_examples
+            flat = [flat[math.floor(i * stride)] for i in range(self.wm.max_examples)]
         batches, _ = self.batches(model, flat)
         with active(model, list(self.predict_adapters)):
             sums, correct, counts = world_model_sums(model, [b.to(self.device) for b in batches])
@@ -149,8 +149,8 @@ class _ExampleObjective(WorldModelObjective):
         from lfo_cli.train.wm_batches import build_wm_batches
         from lfo_cli.train.wm_loss import can_share_prefix
 
-        share = self.args.wm_share_prefix and can_share_prefix(model)
-        return build_wm_batches(self.tokenizer, examples, self.args.wm_max_length, self.args.wm_batch_tokens,
+        share = self.wm.share_prefix and can_share_prefix(model)
+        return build_wm_batches(self.tokenizer, examples, self.wm.max_length, self.wm.batch_tokens,
                                 share_prefix=share)
 
 
@@ -186,7 +186,7 @@ class Shared(WorldModelObjective):
         super().__init__(*args, **kwargs)
         self._logps: torch.Tensor | None = None
         self._entropies: torch.Tensor | None = None
-        self.gate = getattr(self.args, "wm_gate_quantile", None)
+        self.gate = self.wm.gate_quantile
 
     def collect(self, output: dict, environments: Sequence) -> None:
         output[REPLY_MASK] = masks = self.reply_masks(output, environments)

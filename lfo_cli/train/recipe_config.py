@@ -1,8 +1,9 @@
 """The `kind: grpo` recipe schema: what `lfo train --recipe dual_lora_micro` resolves into.
 
 Sections mirror the recipe YAML. ``trainer`` holds any `DualLoRAConfig`/`GRPOConfig` field (checked
-against the dataclass, so a typo is one clear error); the world-model knobs live in ``wm`` so a recipe
-reads ``wm.coef: 0.5`` rather than ``trainer.wm_coef``.
+against the dataclass, so a typo is one clear error); the world-model knobs are ``wm``, a
+:class:`~lfo_cli.train.wm_settings.WorldModelSettings` that becomes ``DualLoRAConfig.wm`` as is.
+:meth:`TrainConfig.training_args` builds the run's `DualLoRAConfig`, once per run.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import dataclasses
 import difflib
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from lfo_cli.env.episode import check_shaping
@@ -18,6 +20,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.recipes import coerce, register_kind
 from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
+from lfo_cli.train.wm_settings import WorldModelSettings
 
 
 @dataclass
@@ -91,21 +94,6 @@ def _difficulty_weights(raw: dict, lo: int, hi: int) -> dict[int, float]:
     if not any(out.values()):
         raise LfoError("data.difficulty_weights: at least one weight must be > 0")
     return dict(sorted(out.items()))
-
-
-def _wm_section() -> type:
-    """The recipe's ``wm:`` section, derived from `DualLoRAConfig`'s ``wm_*`` fields (same defaults and help
-    text, declared once there): ``wm.coef`` in a recipe is ``wm_coef`` of the trainer's config."""
-    hints = typing.get_type_hints(DualLoRAConfig)
-    fields = [(f.name[3:], hints[f.name], field(default=f.default, metadata=f.metadata))
-              for f in dataclasses.fields(DualLoRAConfig) if f.name.startswith("wm_") and f.init]
-    section = dataclasses.make_dataclass("WMSection", fields)
-    section.__module__ = __name__
-    section.__doc__ = "World-model knobs; each maps to the `DualLoRAConfig` field ``wm_<name>``."
-    return section
-
-
-WMSection = _wm_section()
 
 
 @dataclass
@@ -191,20 +179,20 @@ class TrainConfig:
     seed: int = field(default=0, metadata={"help": "Seeds python, numpy, torch (transformers.set_seed) and the env."})
     model: ModelSection = field(default_factory=ModelSection)
     lora: LoraSettings = field(default_factory=LoraSettings)
-    wm: WMSection = field(default_factory=WMSection)
+    wm: WorldModelSettings = field(default_factory=WorldModelSettings)
     data: DataSection = field(default_factory=DataSection)
     env: EnvSection = field(default_factory=EnvSection)
     eval: EvalSection = field(default_factory=EvalSection)
     trainer: dict[str, Any] = field(
-        default_factory=dict, metadata={"help": "Any DualLoRAConfig / GRPOConfig field (not wm_*: use the wm section)."}
+        default_factory=dict, metadata={"help": "Any DualLoRAConfig / GRPOConfig field (the world model's are the wm section)."}
     )
 
     def __post_init__(self):
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
         hints = typing.get_type_hints(DualLoRAConfig)
         for key in list(self.trainer):
-            if key.startswith("wm_"):
-                raise LfoError(f"trainer.{key}: set world-model options in the wm section (wm.{key[3:]})")
+            if key == "wm" or key.startswith("wm_"):
+                raise LfoError(f"trainer.{key}: set world-model options in the wm section (wm.{key[3:] or 'coef'})")
             if key in ("output_dir", "seed"):
                 raise LfoError(f"trainer.{key} is set by lfo (use --out / seed)")
             if key not in known:
@@ -213,22 +201,21 @@ class TrainConfig:
             self.trainer[key] = coerce(self.trainer[key], hints.get(key, Any), f"trainer.{key}")
         if self.seed < 0:
             raise LfoError(f"seed must be >= 0, got {self.seed}")
-        self.grpo_args("/tmp/lfo-validate", validate_only=True)
 
-    def grpo_args(self, output_dir: str, validate_only: bool = False):
-        """The resolved `DualLoRAConfig` (validates every trainer/wm value through TRL's own checks)."""
+    def training_args(self, output_dir: str | Path, *, portable: bool = False) -> DualLoRAConfig:
+        """The run's `DualLoRAConfig`: the trainer section, the wm section as is, the seed. TRL's and lfo's
+        checks run here, so `lfo train` builds it once, before any expensive work, and hands it to the runner.
+        ``portable`` leaves out the checks that depend on this machine (mixed precision, vLLM), so that a GPU
+        recipe can be checked on a CPU machine (:meth:`check`)."""
         import warnings
 
-        wm = {f"wm_{k}": v for k, v in dataclasses.asdict(self.wm).items()}
-        kwargs = {"report_to": [], **self.trainer, **wm}
-        if validate_only:
-            # Resolving a GPU recipe on a CPU machine must still check it: drop only the checks that
-            # depend on the hardware at hand (mixed precision), which the real run performs.
+        kwargs = {"report_to": [], **self.trainer}
+        if portable:
             kwargs.update(bf16=False, fp16=False, use_vllm=False)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # transformers' own deprecation notes
-                return DualLoRAConfig(output_dir=str(output_dir), seed=self.seed, **kwargs)
+                return DualLoRAConfig(output_dir=str(output_dir), seed=self.seed, wm=self.wm, **kwargs)
         except LfoError:
             raise
         except (ValueError, TypeError) as exc:
@@ -237,12 +224,13 @@ class TrainConfig:
                 message += " (a GPU recipe on a CPU machine: use a *_micro recipe or --set trainer.bf16=false --set trainer.use_cpu=true)"
             raise LfoError(f"trainer: {message}") from None
 
-    def preflight(self) -> None:
-        """Checks that depend on this machine (mixed precision, devices), run before a run dir is created."""
+    def check(self) -> None:
+        """Every check of :meth:`training_args` that does not depend on this machine (`lfo train --dry-run`,
+        a grid's cells before any of them runs)."""
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
-            self.grpo_args(tmp)
+            self.training_args(tmp, portable=True)
 
 
 register_kind("grpo", TrainConfig)

@@ -22,6 +22,7 @@ from pathlib import Path
 from lfo_cli.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
 from lfo_cli.train.callbacks import RunLog, TasksSeen, Validation
 from lfo_cli.train.checkpoints import check_checkpoint, last_complete_checkpoint
+from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.recipe_config import TrainConfig
 from lfo_cli.train.run_figures import write_run_figures
 from lfo_cli.train.run_metrics import trends, vs_start
@@ -53,7 +54,10 @@ def save_adapters(model, run_dir: Path) -> None:
     shutil.rmtree(staged)
 
 
-def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> dict:
+def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base: str, resume: bool = False) -> dict:
+    """Train ``cfg`` into ``out_dir`` with the run's resolved trainer arguments ``args``
+    (``cfg.training_args(out_dir)``, built once by the caller) on the base model ``base`` (the
+    model's name or path, or its warm start, which the caller builds first)."""
     import torch
     from datasets import Dataset
     from transformers import set_seed
@@ -69,27 +73,10 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     set_seed(cfg.seed)
     torch.set_num_threads(max(torch.get_num_threads(), 1))
 
-    args = cfg.grpo_args(str(out_dir))  # hardware-dependent checks (bf16 on CPU, ...) before any expensive work
     world = load_world(cfg.data.dir)
     tasks = training_tasks(world, cfg.data, cfg.seed)
-    base = cfg.model.name
-    if cfg.model.warmstart:
-        from lfo_cli.models.warmstart import ensure_warmstart
-
-        # Not inside `accelerate launch` with several processes or DeepSpeed: every rank would train the
-        # warm start, and its Trainer inherits the launch's DeepSpeed plugin (on a GPU it stopped at
-        # "ds bf16.enabled=True vs hf bf16=False"). Such runs need it built beforehand.
-        distributed = args.world_size > 1 or args.deepspeed_plugin is not None
-        base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir, build=not distributed))
-        # Building a warm start runs a Trainer in this process, which fixes accelerate's process-wide
-        # state (its mixed precision, "no"); GRPO's Accelerator then refuses bf16 ("AcceleratorState has
-        # already been initialized"). TrainingArguments reset that state when they set up devices, so
-        # the trainer's arguments are made again here. Seen on a GPU, first `dual_lora` run of a machine.
-        args = cfg.grpo_args(str(out_dir))
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
-    from lfo_cli.train.objectives import objective_class
-
-    objective = objective_class(cfg.wm.coupling)  # which adapters the run trains
+    objective = cfg.wm.objective  # which adapters the run trains
     model = attach_dual_lora(model, cfg.lora, with_world_model=objective.has_adapter)
 
     # row_seed: each episode's reply RNG depends on its row and generation only, so a resumed run replays
@@ -101,7 +88,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
     val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval, companies), cfg.eval.num_tasks)
                  for _ in range(cfg.eval.samples_per_task)]
     heldout_tasks = [t for t in heldout_pool(world, cfg.eval) for _ in range(cfg.eval.samples_per_task)]
-    from lfo_cli.train.wm_probe import exception_calls, world_model_adapters
+    from lfo_cli.train.wm_probe import exception_calls
 
     # The world model's semantic accuracy on the prior's auth-failed calls to exception departments
     # (val/wm_semantic_acc), for runs that train one.
@@ -111,7 +98,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, resume: bool = False) -> di
         Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,
                    cfg.eval.save_trajectories_every, args.max_tool_calling_iterations,
                    heldout=heldout_tasks, heldout_every=cfg.eval.heldout_every,
-                   wm_probe=wm_probe, wm_adapters=world_model_adapters(cfg.wm.coupling)),
+                   wm_probe=wm_probe, wm_adapters=list(objective.predict_adapters)),
     ]
     trainer = DualLoRAGRPOTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,

@@ -1,7 +1,7 @@
 """`DualLoRAGRPOTrainer`: TRL's GRPOTrainer (DAPO loss) + lambda * world-model loss.
 
 Read the algorithm here: :meth:`DualLoRAGRPOTrainer.compute_loss` is GRPO's loss (TRL's, untouched) plus
-``wm_coef x`` the world-model loss of the run's objective (:mod:`lfo_cli.train.objectives`: ``separate``,
+``wm.coef x`` the world-model loss of the run's objective (:mod:`lfo_cli.train.objectives`: ``separate``,
 ``stacked``, ``shared``), normalised so that a step's term is the mean over the whole generation.
 
 TRL and transformers methods overridden. The private ones (marked) are internals that an upgrade can rename
@@ -15,7 +15,7 @@ or change; ``tests/train`` exercises each against the pinned TRL 1.16:
   shuffle and split into gradient-accumulation micro-batches carry the columns along.
 * ``compute_loss`` — calls ``super()`` for the policy loss on every step that updates the policy; on a
   world-model-only step of a schedule (``alternating``, ``wm_first:N``) it does not, so the policy adapter
-  gets no gradient. Then adds ``wm_coef x`` the objective's loss x its share of the generation (each
+  gets no gradient. Then adds ``wm.coef x`` the objective's loss x its share of the generation (each
   micro-batch adds its units over the generation's total, as TRL normalises DAPO's token sum). One
   backward, one optimizer over both adapters.
 * ``_get_per_token_logps_and_entropies`` (private) — the one hand-off from TRL's ``_compute_loss`` to the
@@ -33,8 +33,8 @@ The world model's training metrics (``losses/wm``, ``wm/token_acc``, ``wm/exampl
 each micro-batch adds its sums to a :class:`~lfo_cli.train.rollout_record.StepWMMetrics`, logged once per
 step (:meth:`DualLoRAGRPOTrainer.on_optimizer_step`, from TRL's ``on_pre_optimizer_step``).
 
-``wm_intrinsic="surprise"`` adds the design's discarded first version as an ablation arm: a reward bonus
-equal to ``wm_intrinsic_coef`` times the world model's per-token loss on the rollout's replies, predicted
+``wm.intrinsic="surprise"`` adds the design's discarded first version as an ablation arm: a reward bonus
+equal to ``wm.intrinsic_coef`` times the world model's per-token loss on the rollout's replies, predicted
 with the objective's adapters.
 """
 
@@ -48,7 +48,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
-from lfo_cli.train.objectives import WorldModelObjective, objective_class
+from lfo_cli.train.objectives import WorldModelObjective
 from lfo_cli.train.rollout_record import EXAMPLES, REPLY_MASK, UNITS, Example, RolloutRecord, StepWMMetrics
 from lfo_cli.train.wm_loss import world_model_forward
 
@@ -65,20 +65,20 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         from lfo_cli.errors import LfoError
 
         cfg = kwargs.get("args")
-        if cfg is not None and getattr(cfg, "wm_intrinsic", "none") == "surprise":
+        if cfg is not None and cfg.wm.intrinsic == "surprise":
             funcs = kwargs.get("reward_funcs") or []
             kwargs["reward_funcs"] = [*(funcs if isinstance(funcs, list) else [funcs]), self._surprise_reward]
             if cfg.reward_weights is not None:
                 raise LfoError("wm.intrinsic=surprise scales its bonus by wm.intrinsic_coef; drop trainer.reward_weights")
         self._policy_forward_sink: Callable | None = None  # set only inside compute_loss's policy forward
         super().__init__(*args, **kwargs)
-        self.objective: WorldModelObjective = objective_class(self.args.wm_coupling)(
-            self.args, self.processing_class, total=self._total, device=self.accelerator.device)
+        self.objective: WorldModelObjective = self.args.wm.objective(
+            self.args.wm, self.processing_class, total=self._total, device=self.accelerator.device)
         if wm_examples_fn is not None:
             self.objective.examples_fn = wm_examples_fn
-        self._wm_enabled = self.args.wm_coef > 0
+        self._wm_enabled = self.args.wm.coef > 0
         if self._wm_enabled and self.objective.has_adapter and WORLD_MODEL not in getattr(self.model, "peft_config", {}):
-            raise ValueError(f"wm_coef > 0 with wm_coupling={self.args.wm_coupling} needs a PeftModel with a "
+            raise ValueError(f"wm.coef > 0 with wm.coupling={self.args.wm.coupling} needs a PeftModel with a "
                              f"'{WORLD_MODEL}' adapter")
         self._wm_step = StepWMMetrics()  # the current optimizer step's, logged by log_wm_step
         self._preclip: tuple[float, float] | None = None
@@ -123,8 +123,8 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         losses = [0.0] * len(flat)
         was_training = self.model.training
         self.model.eval()
-        # Chunks of wm_max_examples bound memory when wm.batch_tokens = 0 (one forward per chunk).
-        chunk = self.args.wm_max_examples  # >= 1, checked by DualLoRAConfig
+        # Chunks of wm.max_examples bound memory when wm.batch_tokens = 0 (one forward per chunk).
+        chunk = self.args.wm.max_examples  # >= 1, checked by DualLoRAConfig
         for start in range(0, len(flat), chunk):
             batches, order = self.objective.batches(self.model, flat[start : start + chunk])
             with torch.no_grad(), active(self.model, list(self.objective.predict_adapters)):
@@ -136,12 +136,12 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         for exs in per_env:
             vals = losses[k : k + len(exs)]
             k += len(exs)
-            out.append(self.args.wm_intrinsic_coef * sum(vals) / len(vals) if vals else 0.0)
+            out.append(self.args.wm.intrinsic_coef * sum(vals) / len(vals) if vals else 0.0)
         return out
 
     # ---- optimizer: one AdamW over both adapters, optional separate world-model lr --------------
     def create_optimizer(self, model=None):
-        split = self.optimizer is None and self.args.wm_learning_rate is not None
+        split = self.optimizer is None and self.args.wm.learning_rate is not None
         optimizer = super().create_optimizer(model)
         if split:
             wm_ids = {id(p) for p in adapter_params(self.model, WORLD_MODEL)}
@@ -150,7 +150,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
                 for is_wm in (False, True):
                     params = [p for p in group["params"] if (id(p) in wm_ids) == is_wm]
                     if params:
-                        lr = self.args.wm_learning_rate if is_wm else group["lr"]
+                        lr = self.args.wm.learning_rate if is_wm else group["lr"]
                         groups.append({**group, "params": params, "lr": lr})
             optimizer.param_groups.clear()
             for group in groups:
@@ -162,7 +162,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         record = RolloutRecord.pop(inputs)
         mode = "train" if self.model.training else "eval"
         step = self.state.global_step
-        update_policy, update_wm = self.args.schedule.updates(step) if mode == "train" else (True, True)
+        update_policy, update_wm = self.args.wm.plan.updates(step) if mode == "train" else (True, True)
 
         activate(self.model, POLICY)
         if update_policy or not self._wm_enabled:
@@ -180,7 +180,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         if self._wm_enabled and update_wm:
             wm_loss, units = self.objective.loss(model, record, part)
             if wm_loss is not None:
-                term = self.args.wm_coef * wm_loss * self._wm_share(units, record.units, mode)
+                term = self.args.wm.coef * wm_loss * self._wm_share(units, record.units, mode)
                 if mode == "train" and self._should_probe(step):
                     part.probe = self._probe_policy_from_wm(term)
                 loss = term if loss is None else loss + term
@@ -289,7 +289,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         return count / per_process
 
     def _should_probe(self, step: int) -> bool:
-        every = self.args.wm_grad_probe_every
+        every = self.args.wm.grad_probe_every
         return every > 0 and step % every == 0
 
     def _probe_policy_from_wm(self, term: torch.Tensor) -> list[torch.Tensor]:

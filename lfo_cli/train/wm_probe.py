@@ -18,13 +18,6 @@ from lfo_cli.train.adapters import active
 PHONE = "make_phone_call"
 
 
-def world_model_adapters(coupling: str) -> list[str]:
-    """The adapters active in a world-model forward under ``coupling``: its objective's, as the loss uses them."""
-    from lfo_cli.train.objectives import objective_class
-
-    return list(objective_class(coupling).predict_adapters)
-
-
 def exception_calls(world, tasks: list, limit: int = 32, seed: int = 0) -> list:
     """The ``prior`` policy's first auth-failed phone call on each difficulty-2 task (at most ``limit``)."""
     out, episode = [], Episode(world)

@@ -110,6 +110,36 @@ def test_the_probing_teacher_plays_probe_at_its_rate_and_leaves_the_other_rollou
     assert sum(map(first_call_empty, priors)) / len(priors) < 0.3
 
 
+@pytest.mark.parametrize("scale", [0.0, 0.5])
+def test_the_probing_teachers_noise_is_scaled_and_the_priors_is_not(small_world_dir, scale):
+    """data.probe_noise_scale: probe rollouts play with the prior's noise times the scale (0: clean, so the
+    probe reads every reply and finishes d1-2 tasks); the prior's rollouts stay as they were."""
+    from lfo_cli.env import load_world
+    from lfo_cli.models.sft_data import collect_sft_trajectories
+
+    world = load_world(small_world_dir)
+
+    def collect(**data):
+        return collect_sft_trajectories(
+            WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300, probe_rate=0.5, **data)), world)
+
+    noisy, scaled = collect(), collect(probe_noise_scale=scale)
+    def played(trajs):
+        return [t["policy"].split("+")[0] for t in trajs]
+
+    assert played(noisy) == played(scaled)  # the same rollouts play probe
+    assert all(t["policy"] == "probe" for t in scaled if t["policy"].startswith("probe")) == (scale == 0.0)
+    assert all(a["messages"] == b["messages"] for a, b in zip(noisy, scaled, strict=True) if b["policy"].startswith("prior"))
+
+    def success(trajs, easy=False):
+        probes = [t for t in trajs if t["policy"].startswith("probe") and (not easy or t["difficulty"] <= 2)]
+        return sum(t["reward"] >= 1.0 for t in probes) / len(probes)
+
+    assert success(scaled) > success(noisy)
+    if scale == 0.0:
+        assert success(scaled, easy=True) == 1.0  # a clean probe reads the reply: d1 and d2 always succeed
+
+
 def test_slipped_turns_stay_in_context_without_loss(small_world_dir, tiny_tokenizer):
     from lfo_cli.env import load_world
     from lfo_cli.env.trl_env import CustomerServiceEnv

@@ -29,7 +29,7 @@ GOLDEN = Path(__file__).parent / "golden" / "couplings.json"
 CASES = (("separate", "joint"), ("stacked", "joint"), ("stacked", "alternating"), ("shared", "joint"))
 STEPS = 3
 # The normalisation the golden values were recorded with (each coupling's own, as the observation study ran).
-NORMALIZE = {"wm_normalize": "legacy"}
+NORMALIZE = "legacy"
 REL_TOL, ABS_TOL = 1e-4, 1e-6  # a refactor may reorder float sums (last bits), never change the experiment
 GROUP = 2  # rollouts per prompt
 
@@ -115,6 +115,7 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
     from lfo_cli.train.config import DualLoRAConfig
     from lfo_cli.train.objectives import objective_class
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
+    from lfo_cli.train.wm_settings import WorldModelSettings
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -123,9 +124,9 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
                              with_world_model=objective_class(coupling).has_adapter)
     args = DualLoRAConfig(output_dir=str(tmp_dir / f"{coupling}_{schedule}"), per_device_train_batch_size=8,
                           num_generations=GROUP, max_completion_length=900, learning_rate=1e-2, report_to=[],
-                          use_cpu=True, logging_steps=1, save_strategy="no", warmup_steps=0, wm_coef=0.5,
-                          wm_coupling=coupling, wm_schedule=schedule, wm_grad_probe_every=1, max_grad_norm=1.0,
-                          **NORMALIZE)
+                          use_cpu=True, logging_steps=1, save_strategy="no", warmup_steps=0, max_grad_norm=1.0,
+                          wm=WorldModelSettings(coef=0.5, coupling=coupling, schedule=schedule, grad_probe_every=1,
+                                                normalize=NORMALIZE))
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "call"}]] * 8})
     trainer = DualLoRAGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                                   args=args, train_dataset=data, processing_class=tokenizer)

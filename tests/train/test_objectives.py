@@ -16,6 +16,7 @@ from tiny import tiny_tokenizer  # noqa: E402
 
 from lfo_cli.train.normalise import NORMALISERS, ObsTokens, TokenMean  # noqa: E402
 from lfo_cli.train.objectives import COUPLINGS, OBJECTIVES, Separate, Shared, Stacked, objective_class  # noqa: E402
+from lfo_cli.train.wm_settings import WorldModelSettings  # noqa: E402
 
 LFO = Path(__file__).resolve().parents[2] / "lfo_cli"
 
@@ -33,14 +34,12 @@ def test_the_normalisers_on_hand_made_sums_and_counts():
 def test_shared_normalisations_on_hand_made_log_probs_and_reply_masks(normalize, expected, units):
     """Two rollouts: reply tokens with log-probs -1, -3 in the first and -6 in the second; the other
     positions (the agent's own tokens) and the third rollout (no reply) count for nothing."""
-    from types import SimpleNamespace
 
     from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics
 
     logps = torch.tensor([[-1.0, -9.0, -3.0], [-7.0, -6.0, -8.0], [-5.0, -5.0, -5.0]], requires_grad=True)
     mask = torch.tensor([[1, 0, 1], [0, 1, 0], [0, 0, 0]])
-    args = SimpleNamespace(wm_normalize=normalize, wm_predict="phone")
-    objective = Shared(args, tokenizer=None, total=torch.as_tensor)
+    objective = Shared(WorldModelSettings(coupling="shared", normalize=normalize), tokenizer=None, total=torch.as_tensor)
     objective.observe_policy_forward(logps, None)
     part = StepWMMetrics()
     loss, n = objective.loss(None, RolloutRecord(reply_mask=mask), part)
@@ -58,8 +57,12 @@ def test_a_normalisation_a_coupling_cannot_count_is_refused_at_config_time(tmp_p
     from lfo_cli.train.config import DualLoRAConfig
 
     with pytest.raises(LfoError, match="wm.normalize=token_mean does not go with wm.coupling=separate"):
-        DualLoRAConfig(output_dir=str(tmp_path), wm_coupling="separate", wm_normalize="token_mean", use_cpu=True)
-    assert DualLoRAConfig(output_dir=str(tmp_path), use_cpu=True).wm_normalize == "obs_tokens"  # the default
+        WorldModelSettings(coupling="separate", normalize="token_mean")
+    assert DualLoRAConfig(output_dir=str(tmp_path), use_cpu=True).wm.normalize == "obs_tokens"  # the default
+    wm = WorldModelSettings(coupling="shared", normalize="token_mean")
+    wm.coupling = "separate"  # changed after construction: the trainer's config checks what it is given
+    with pytest.raises(LfoError, match="wm.normalize=token_mean does not go with wm.coupling=separate"):
+        DualLoRAConfig(output_dir=str(tmp_path), use_cpu=True, wm=wm)
 
 
 def test_each_coupling_is_one_registered_class_with_its_adapters_and_normaliser():
@@ -79,8 +82,8 @@ def test_coupling_names_are_compared_nowhere_but_the_registry_and_the_configs_li
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Constant) and node.value in COUPLINGS:
                 found.append(f"{path.relative_to(LFO)}:{node.value}")
-    assert sorted(found) == ["train/config.py:separate", "train/objectives.py:separate",
-                             "train/objectives.py:shared", "train/objectives.py:stacked"]
+    assert sorted(found) == ["train/objectives.py:separate", "train/objectives.py:shared",
+                             "train/objectives.py:stacked", "train/wm_settings.py:separate"]
 
 
 @pytest.fixture()
@@ -119,7 +122,6 @@ def test_the_entropy_gate_keeps_the_replies_to_the_uncertain_turns():
     """PaW's gate on hand-made entropies: turns (runs of the agent's own tokens) numbered per rollout, each
     reply tagged with the turn before it; at quantile 0.5 of the turns' mean entropies (2.0, 0.1, 1.0 ->
     1.0) the replies to the 2.0 and 1.0 turns count, the one after the confident 0.1 turn does not."""
-    from types import SimpleNamespace
 
     from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics, turn_ids
 
@@ -129,8 +131,7 @@ def test_the_entropy_gate_keeps_the_replies_to_the_uncertain_turns():
     turns = torch.tensor([turn_ids(t, c, r) for t, c, r in zip(tool, real, reply, strict=True)])
     assert turns.tolist() == [[1, 1, -1, -1, 2, -2], [1, -1, -1, 0, 0, 0]]
     entropies = torch.tensor([[2.0, 2.0, 9.0, 9.0, 0.1, 9.0], [1.0, 9.0, 9.0, 9.0, 9.0, 9.0]])
-    args = SimpleNamespace(wm_normalize="obs_tokens", wm_predict="phone", wm_gate_quantile=0.5)
-    objective = Shared(args, tokenizer=None, total=torch.as_tensor)
+    objective = Shared(WorldModelSettings(coupling="shared", gate_quantile=0.5), tokenizer=None, total=torch.as_tensor)
     kept = objective.gate_mask(entropies, turns, torch.tensor(reply))
     assert kept.tolist() == [[0, 0, 1, 1, 0, 0], [0, 1, 1, 0, 0, 0]]
     logps = -torch.arange(1.0, 13.0).reshape(2, 6)
@@ -143,9 +144,8 @@ def test_the_entropy_gate_keeps_the_replies_to_the_uncertain_turns():
 
 def test_the_gate_is_refused_for_a_coupling_that_does_not_read_the_policys_forward(tmp_path):
     from lfo_cli.errors import LfoError
-    from lfo_cli.train.config import DualLoRAConfig
 
     with pytest.raises(LfoError, match="does not read the policy's forward"):
-        DualLoRAConfig(output_dir=str(tmp_path), wm_coupling="stacked", wm_gate_quantile=0.5, use_cpu=True)
+        WorldModelSettings(coupling="stacked", gate_quantile=0.5)
     with pytest.raises(LfoError, match=r"must be in \[0, 1\)"):
-        DualLoRAConfig(output_dir=str(tmp_path), wm_coupling="shared", wm_gate_quantile=1.5, use_cpu=True)
+        WorldModelSettings(coupling="shared", gate_quantile=1.5)

@@ -409,7 +409,8 @@ def test_company_subset_restricts_training_and_validation_but_not_the_heldout_co
 def test_world_model_probe_calls_are_the_priors_auth_failures_at_exception_departments():
     from lfo_cli.env import generate_world, parse_reply
     from lfo_cli.env.specificity import exception_fields
-    from lfo_cli.train.wm_probe import exception_calls, world_model_adapters
+    from lfo_cli.train.objectives import objective_class
+    from lfo_cli.train.wm_probe import exception_calls
 
     world = generate_world(num_companies=14, num_train_tasks=60, num_val_tasks=30, heldout_fraction=0.3, seed=3)
     tasks = world.tasks["val"]
@@ -422,8 +423,10 @@ def test_world_model_probe_calls_are_the_priors_auth_failures_at_exception_depar
         phone = call.action["args"]["phone_number"]
         company, dept = world.phone_index[phone.replace("-", "")]
         assert set(exception_fields(company)[dept.name]) & set(reply.fields)
-    assert world_model_adapters("stacked") == ["policy", "world_model"]
-    assert world_model_adapters("shared") == ["policy"] and world_model_adapters("separate") == ["world_model"]
+    # the adapters the probe predicts with are the objective's
+    assert objective_class("stacked").predict_adapters == ("policy", "world_model")
+    assert objective_class("shared").predict_adapters == ("policy",)
+    assert objective_class("separate").predict_adapters == ("world_model",)
 
 
 def test_report_to_tensorboard_receives_lfos_own_metrics(setup, tmp_path):
@@ -505,3 +508,26 @@ def test_bad_difficulty_weights_are_rejected(weights):
     with pytest.raises(LfoError, match="difficulty_weights"):
         DataSection(fresh_tasks=10, max_difficulty=2, difficulty_weights=weights)
 
+
+
+def test_a_run_builds_its_trainer_config_once(setup, tmp_path, monkeypatch):
+    """`lfo train` resolves the recipe, checks and builds the run's `DualLoRAConfig` once (before the run dir
+    holds anything), and the runner trains with that object: no rebuild, no validation copy."""
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+    from lfo_cli.train import runner
+    from lfo_cli.train.config import DualLoRAConfig
+
+    built, used = [], []
+    post_init = DualLoRAConfig.__post_init__
+    monkeypatch.setattr(DualLoRAConfig, "__post_init__", lambda self: (built.append(self), post_init(self))[1])
+    run_training = runner.run_training
+    monkeypatch.setattr(runner, "run_training", lambda cfg, out, **kw: (used.append(kw["args"]),
+                                                                        run_training(cfg, out, **kw))[1])
+    out = tmp_path / "run"
+    cmd = train_cmd(setup, out, 1, wm__coef="0.5", trainer__save_steps="0")[3:]
+    result = CliRunner().invoke(app, cmd)
+    assert result.exit_code == 0, result.output
+    assert len(built) == 1 and used == built and built[0].wm.coef == 0.5
+    assert json.loads((out / "summary.json").read_text())["steps"] == 1

@@ -22,9 +22,10 @@ from lfo_cli.train.adapters import (  # noqa: E402
     adapter_params,
     attach_dual_lora,
 )
-from lfo_cli.train.config import DualLoRAConfig, Schedule  # noqa: E402
+from lfo_cli.train.config import DualLoRAConfig  # noqa: E402
 from lfo_cli.train.trainer import WM_COLUMN, DualLoRAGRPOTrainer  # noqa: E402
 from lfo_cli.train.wm_batches import IGNORE_INDEX, build_batch  # noqa: E402
+from lfo_cli.train.wm_settings import Schedule, WorldModelSettings  # noqa: E402
 
 WM_TEXT = (
     "<|state|>\nTask: call billing\nStep: 2\nPrevious Actions:\n- search_company: the rep\nCollected Auth: {}\n"
@@ -48,6 +49,7 @@ def tokenizer():
 
 
 def make_trainer(tokenizer, tmp_path, cls=DualLoRAGRPOTrainer, dual=True, **cfg):
+    """A trainer on the tiny model; ``wm_<name>=value`` keywords are ``WorldModelSettings(name=value)``."""
     from datasets import Dataset
 
     model = attach_dual_lora(tiny_model(tokenizer), LoraSettings(r=4, alpha=8, dropout=0.0), with_world_model=dual)
@@ -57,8 +59,10 @@ def make_trainer(tokenizer, tmp_path, cls=DualLoRAGRPOTrainer, dual=True, **cfg)
         max_completion_length=8, learning_rate=1e-2, report_to=[], use_cpu=True, logging_steps=1,
         save_strategy="no", loss_type="dapo", beta=0.0, warmup_steps=0,
     )
+    wm = {"grad_probe_every": 1}
+    wm.update({k.removeprefix("wm_"): cfg.pop(k) for k in list(cfg) if k.startswith("wm_")})
     if cls is DualLoRAGRPOTrainer:
-        defaults.update(wm_grad_probe_every=1)
+        defaults["wm"] = WorldModelSettings(**wm)
     defaults.update(cfg)
     args = args_cls(**defaults)
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "the rep said"}]] * 8})
@@ -169,7 +173,7 @@ def test_alternating_changes_one_adapter_per_step(tokenizer, tmp_path):
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_schedule="alternating")
     for step in range(4):
         before_p, before_w = snapshot(trainer.model, POLICY), snapshot(trainer.model, WORLD_MODEL)
-        update_policy, update_wm = trainer.args.schedule.updates(trainer.state.global_step)
+        update_policy, update_wm = trainer.args.wm.plan.updates(trainer.state.global_step)
         one_step(trainer, make_inputs(tokenizer, seed=step))
         assert changed(before_p, trainer.model, POLICY) == update_policy
         assert changed(before_w, trainer.model, WORLD_MODEL) == update_wm
@@ -241,13 +245,16 @@ def test_activation_checkpointing_is_off_by_default_and_refused_where_it_breaks_
     from lfo_cli.errors import LfoError
     from lfo_cli.train.config import DualLoRAConfig
 
-    base = dict(output_dir=str(tmp_path), use_cpu=True, wm_coupling=coupling)
-    assert DualLoRAConfig(**base).activation_checkpointing is False  # TRL's GRPOConfig default is True
+    base = dict(output_dir=str(tmp_path), use_cpu=True)
+    wm = WorldModelSettings(coupling=coupling)
+    assert DualLoRAConfig(**base, wm=wm).activation_checkpointing is False  # TRL's GRPOConfig default is True
     for flag in ("gradient_checkpointing", "activation_checkpointing"):
         with pytest.raises(LfoError, match="checkpointing"):
-            DualLoRAConfig(**base, **{flag: True})
-    assert DualLoRAConfig(**base, wm_coef=0.0, gradient_checkpointing=True).activation_checkpointing
-    assert DualLoRAConfig(**{**base, "wm_coupling": "shared"}, gradient_checkpointing=True).activation_checkpointing
+            DualLoRAConfig(**base, wm=wm, **{flag: True})
+    off = WorldModelSettings(coupling=coupling, coef=0.0)
+    assert DualLoRAConfig(**base, wm=off, gradient_checkpointing=True).activation_checkpointing
+    shared = WorldModelSettings(coupling="shared")
+    assert DualLoRAConfig(**base, wm=shared, gradient_checkpointing=True).activation_checkpointing
 
 
 def test_reply_token_mask_marks_exactly_the_phone_replies(tokenizer):
