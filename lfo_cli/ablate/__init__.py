@@ -1,1 +1,1 @@
-"""`lfo ablate`: grids of `lfo train` runs (grid.py: the design; runner.py: running it)."""
+"""`lfo ablate`: grids of `lfo train` runs (grid.py: the design; cells.py: its runs; runner.py: running them)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lfo_cli.ablate.grid import Cell
+from lfo_cli.train.checkpoints import checkpoints
 
 
 @dataclass
@@ -28,8 +29,6 @@ class CellEstimate:
 
 def _done_fraction(cell: Cell) -> float:
     """Share of a started cell's steps that its last checkpoint holds (what a resume keeps)."""
-    from lfo_cli.train.checkpoints import checkpoints
-
     found = checkpoints(cell.run_dir)
     total = (cell.resolved.get("trainer") or {}).get("max_steps")
     if not found or not isinstance(total, int) or total <= 0:

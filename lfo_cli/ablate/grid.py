@@ -17,7 +17,7 @@ A grid file (``recipes/grids/NAME.yaml``)::
 
 Each (cell, seed) is one run: ``lfo train --recipe BASE --set k=v ... --seed S --out RUNS/CELL_ID``.
 Override order: grid ``set``, then the cell's values, then ``lfo ablate --set`` (last wins).
-Every cell's recipe is resolved with :func:`lfo_cli.recipes.load_recipe` before anything launches,
+Every cell's recipe is resolved with :func:`lfo_cli.recipes.load_recipe` before anything launches (cells.py),
 so a typo in an axis key or a bad value exits 2 with one line naming the cell.
 
 ``command`` tokens may contain ``{python}``, ``{base}``, ``{out}``, ``{seed}``, ``{cell}``; a token
@@ -103,7 +103,8 @@ def format_value(value: Any) -> str:
     return text.removesuffix("...").strip()
 
 
-def _override(key: str, value: Any) -> str:
+def format_override(key: str, value: Any) -> str:
+    """``key=value`` for `lfo train --set`."""
     return f"{key}={format_value(value)}"
 
 
@@ -131,7 +132,7 @@ def _overrides_from(obj: Any, where: str) -> list[str]:
     if obj is None:
         return []
     if isinstance(obj, dict):
-        return [_override(_check_key(k, where), _check_scalar(v, f"{where}.{k}")) for k, v in obj.items()]
+        return [format_override(_check_key(k, where), _check_scalar(v, f"{where}.{k}")) for k, v in obj.items()]
     if isinstance(obj, list) and all(isinstance(x, str) and "=" in x for x in obj):
         return list(obj)
     raise LfoError(f"{where}: expected a mapping of key: value or a list of 'key=value' strings")
@@ -225,34 +226,6 @@ def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
         resume_command=_command(data.get("resume_command"), f"{path}: resume_command"),
         description=str(data.get("description") or ""), cli_set=list(extra_set or []), cell_seeds=restricted,
     )
-
-
-def expand(grid: Grid, runs_dir: Path, validate: bool = True) -> list[Cell]:
-    """Every (cell, seed) as a :class:`Cell`, each recipe resolved (validated) before anything runs."""
-    from lfo_cli import recipes
-    from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
-    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo (imports TRL)
-
-    cells = []
-    # Seed-major: a grid stopped part way holds whole seeds (every condition of seed 0, then of seed 1, ...),
-    # which is what its paired comparisons need.
-    for seed in grid.seeds:
-        for cid, values in grid.conditions:
-            if seed not in grid.cell_seeds.get(cid, grid.seeds):
-                continue
-            overrides = grid.fixed + [_override(k, v) for k, v in values.items()] + grid.cli_set
-            cell_id = f"{cid}__s{seed}"
-            resolved: dict = {}
-            if validate:
-                try:
-                    rec = recipes.load_recipe(grid.base, overrides + [f"seed={seed}"])
-                    rec.check()
-                    resolved = rec.resolved
-                except LfoError as exc:
-                    raise LfoError(f"{grid.path}: cell {cid}: {exc}") from None
-            cells.append(Cell(cell_id=cell_id, condition=cid, values=dict(values), seed=seed,
-                              overrides=overrides, run_dir=Path(runs_dir) / cell_id, resolved=resolved))
-    return cells
 
 
 def cell_argv(grid: Grid, cell: Cell, resume: bool = False) -> list[str]:

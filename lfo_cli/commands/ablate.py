@@ -7,6 +7,17 @@ from typing import Annotated
 
 import typer
 
+from lfo_cli.ablate.estimate import estimate, paste_command, wall_minutes
+from lfo_cli.ablate.grid import cell_argv, grid_descriptions, load_grid
+from lfo_cli.ablate.runner import (
+    Lock,
+    check_existing,
+    finished_durations,
+    install_sigterm_as_interrupt,
+    is_complete,
+    is_started,
+    run_grid,
+)
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 
@@ -46,9 +57,6 @@ def ablate(
 
       lfo ablate --grid cpu_headline --set model.name=smollm2-135m --set model.warmstart=warmstart_smollm2 --runs-dir runs/grids/cpu_headline_smollm2
     """
-    from lfo_cli.ablate.grid import expand, grid_descriptions, load_grid
-    from lfo_cli.ablate.runner import Lock, check_existing, install_sigterm_as_interrupt, run_grid
-
     if list_grids:
         described = grid_descriptions()
         if json_out:
@@ -62,6 +70,8 @@ def ablate(
 
     g = load_grid(grid, extra_set=list(set_ or []))
     runs = runs_dir or Path("runs") / "grids" / g.name
+    from lfo_cli.ablate.cells import expand  # imports TRL (the grpo recipe kind)
+
     cells = expand(g, runs)  # validates every cell's recipe before anything launches
     check_existing(cells)
 
@@ -93,10 +103,6 @@ def ablate(
 
 def _dry_run(g, cells, runs: Path, parallel: int, json_out: bool) -> None:
     """Each cell's status, paste-able command and estimated minutes; the wall time of what is left."""
-    from lfo_cli.ablate.estimate import estimate, paste_command, wall_minutes
-    from lfo_cli.ablate.grid import cell_argv
-    from lfo_cli.ablate.runner import finished_durations, is_complete, is_started
-
     statuses = {c.cell_id: "complete" if is_complete(c.run_dir) else ("started" if is_started(c.run_dir) else "pending")
                 for c in cells}
     ests = estimate(cells, statuses, finished_durations(runs / "runs.csv"))

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.errors import LfoError
+from lfo_cli.eval.export import export_run
 
 CONTEXT: dict = {}
 
@@ -30,9 +32,6 @@ def export(
 
       lfo export runs/dual_s3 --out exports/dual_s3_adapters --json
     """
-    from lfo_cli.errors import LfoError
-    from lfo_cli.eval.export import export_run
-
     if not (run_dir / "summary.json").is_file():
         raise LfoError(f"{run_dir}: not a finished run (no summary.json)")
     result = export_run(run_dir, out, merge=merge)

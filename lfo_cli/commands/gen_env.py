@@ -8,7 +8,12 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.env.check import run_check, select_tasks, summarize
+from lfo_cli.env.generate import generate_world
+from lfo_cli.env.policies import REFERENCE_POLICIES
+from lfo_cli.env.world_files import load_world, write_world
 from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, run_metadata
 
 CONTEXT: dict = {}
 
@@ -62,9 +67,6 @@ def gen_env(
     if check:
         _check(data_dir or output_dir, report_dir, episodes_per_difficulty, seed, json_)
         return
-    from lfo_cli.env.generate import generate_world
-    from lfo_cli.env.world_files import write_world
-
     if num_transfer_tasks is not None and num_transfer_tasks < 0:
         raise LfoError(f"--num-transfer-tasks must be a non-negative integer, got {num_transfer_tasks}")
     existing = [n for n in ("companies.jsonl", "manifest.json") if (output_dir / n).exists()]
@@ -98,10 +100,6 @@ def gen_env(
 def _check(data_dir: Path, report_dir: Path | None, per_difficulty: int, seed: int, as_json: bool) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from lfo_cli.env.check import run_check, select_tasks, summarize
-    from lfo_cli.env.policies import REFERENCE_POLICIES
-    from lfo_cli.env.world_files import load_world
 
     if per_difficulty < 1:
         raise LfoError(f"--episodes-per-difficulty must be >= 1, got {per_difficulty}")
@@ -174,8 +172,6 @@ def _write_report(report_dir: Path, rows: list[dict], checks: dict, data_dir: Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
-
-    from lfo_cli.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, run_metadata
 
     df = pd.DataFrame(rows)
     atomic_write_text(report_dir / "env_check.csv", df.to_csv(index=False))

@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, SeedOpt, handle_errors, print_json
+from lfo_cli.env import read_trajectories_jsonl
 from lfo_cli.errors import LfoError
+from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 
 CONTEXT: dict = {}
 
@@ -39,9 +41,7 @@ def inspect_wm(
 
       lfo inspect-wm runs/dual_s0 --split transfer --probe --json
     """
-    from lfo_cli.env import read_trajectories_jsonl
     from lfo_cli.eval.inspect_wm import PHONE, evaluate_world_model, probe_scores, recorded_phone_calls
-    from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 
     if split not in ("val", "transfer", "train"):
         raise LfoError(f"--split must be val, transfer or train, got '{split}'")

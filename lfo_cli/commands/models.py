@@ -7,8 +7,12 @@ from typing import Annotated
 
 import typer
 
+from lfo_cli import recipes
 from lfo_cli.commands._common import ForceOpt, JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
+from lfo_cli.models import cache
+from lfo_cli.models.registry import REGISTRY, ensure_model, list_models
+from lfo_cli.models.warmstart_cache import list_warmstarts
 
 app = typer.Typer(
     help=(
@@ -44,9 +48,6 @@ def _params(n: int | None) -> str:
 def list_(json_out: JsonOpt = False) -> None:
     """List the embedded tiers (parameter count, size on disk, cache state) and the cached warm starts (SFT
     steps done of those their recipe plans, and whether each is complete). Reads no weights and no torch."""
-    from lfo_cli.models.registry import list_models
-    from lfo_cli.models.warmstart_cache import list_warmstarts
-
     rows, warm = list_models(), list_warmstarts()
     if json_out:
         print_json({"models": rows, "warmstarts": warm})
@@ -102,23 +103,18 @@ def build(
     """
     import time
 
-    from lfo_cli.models import cache
-    from lfo_cli.models.registry import REGISTRY, ensure_model
-
     t0 = time.perf_counter()
     if name in REGISTRY:
         if data_dir is not None:
             raise LfoError("--data-dir applies to warm-start recipes, not to embedded tiers")
         path = ensure_model(name, force=force)
-    else:
-        from lfo_cli import recipes
-        from lfo_cli.models.warmstart import ensure_warmstart
+    elif name.endswith((".yaml", ".yml")) or "/" in name or name in recipes.available_recipes():
+        from lfo_cli.models.warmstart import ensure_warmstart  # imports torch and transformers
 
-        if name.endswith((".yaml", ".yml")) or "/" in name or name in recipes.available_recipes():
-            path = ensure_warmstart(name, data_dir=data_dir, force=force).parent
-        else:
-            raise LfoError(f"unknown embedded model or warm-start recipe '{name}' (tiers: {', '.join(REGISTRY)}; "
-                           f"warm starts: the warmstart_* recipes in `lfo train --list`)")
+        path = ensure_warmstart(name, data_dir=data_dir, force=force).parent
+    else:
+        raise LfoError(f"unknown embedded model or warm-start recipe '{name}' (tiers: {', '.join(REGISTRY)}; "
+                       f"warm starts: the warmstart_* recipes in `lfo train --list`)")
     info = cache.entry_info(path) or {}
     if json_out:
         print_json({"path": str(path), "seconds": round(time.perf_counter() - t0, 2), **info})

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.report.build import build_report
 
 CONTEXT: dict = {}
 
@@ -39,8 +40,6 @@ def report(
 
       lfo report runs/grids/lambda_cpu runs/grids/rank_cpu --out reports/ablations --json
     """
-    from lfo_cli.report.build import build_report
-
     summary = build_report(list(runs or [Path("runs")]), out, corr_window=corr_window)
     if json_out:
         print_json({"out": str(out), **summary})

@@ -8,8 +8,14 @@ from typing import Annotated
 
 import typer
 
+from lfo_cli import recipes
+from lfo_cli.ablate.runner import is_complete  # the one definition of a finished run
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.env.world_files import world_fingerprint
 from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
+from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
+from lfo_cli.models.warmstart_cache import warmstart_status
 
 CONTEXT: dict = {}
 
@@ -48,7 +54,6 @@ def _prepare(rec, run_dir: Path) -> dict:
     if not ws:
         return {"args": args, "base": rec.config.model.name}
     from lfo_cli.models.warmstart import ensure_warmstart
-    from lfo_cli.models.warmstart_cache import warmstart_status
 
     data_dir = rec.config.data.dir
     # Not under `accelerate launch` with several processes or DeepSpeed: every rank would train it, and its
@@ -78,8 +83,6 @@ def _continue_into(source: Path, out: Path, rec) -> Path:
     import shutil
 
     import yaml
-
-    from lfo_cli.io import atomic_write_json, atomic_write_text, read_json
 
     if out.exists() and any(out.iterdir()):
         raise LfoError(f"{out} already exists; --resume RUN --out NEW needs a new dir")
@@ -129,9 +132,6 @@ def train(
     """
     import yaml
 
-    from lfo_cli import recipes
-    from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
-
     if list_recipes:
         described = recipes.recipe_descriptions()
         if json_out:
@@ -140,7 +140,6 @@ def train(
             width = max(map(len, described))
             typer.echo("\n".join(f"{n:<{width}}  {d}" for n, d in described.items()))
         return
-    from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
     from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo (imports TRL)
 
     if resume is not None:
@@ -150,8 +149,6 @@ def train(
             raise LfoError("--resume RUN --set ... changes a run: continue it into a new dir with --out NEW")
         mapping = recipes.read_run_recipe(resume)
         name = read_json(resume / "run.json").get("recipe", resume.name) if (resume / "run.json").is_file() else resume.name
-        from lfo_cli.ablate.runner import is_complete  # the one definition of a finished run
-
         if out is None and is_complete(resume):
             # A finished run is never modified: say so and leave it as it is.
             typer.echo(f"{resume} is complete; nothing to resume. To train further, continue it into a new dir: "
@@ -189,8 +186,6 @@ def train(
             meta.update(recipe=rec.name, recipe_chain=rec.chain, kind=rec.kind)
             data_dir = (rec.resolved.get("data") or {}).get("dir")
             if data_dir is not None:  # the world it trains on: evaluations find it, and refuse another
-                from lfo_cli.env.world_files import world_fingerprint
-
                 meta["world"] = {"dir": str(Path(data_dir).resolve()), "fingerprint": world_fingerprint(data_dir)}
             atomic_write_json(run_dir / "run.json", meta)
 
@@ -207,8 +202,6 @@ def _warmstart_note(rec) -> None:
     ws = (rec.resolved.get("model") or {}).get("warmstart") if rec.kind == "grpo" else None
     if not ws:
         return
-    from lfo_cli.models.warmstart_cache import warmstart_status
-
     st = warmstart_status(ws, data_dir=(rec.resolved.get("data") or {}).get("dir"))
     if st["cached"]:
         took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""

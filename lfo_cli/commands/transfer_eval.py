@@ -9,6 +9,10 @@ import typer
 
 from lfo_cli.commands._common import JsonOpt, SeedOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
+from lfo_cli.eval.transfer import eval_file_name, eval_parameters
+from lfo_cli.eval.transfer import transfer_eval as evaluate
+from lfo_cli.io import atomic_write_json
+from lfo_cli.progress import ProgressLog
 
 CONTEXT: dict = {}
 
@@ -46,11 +50,6 @@ def transfer_eval(
 
       lfo transfer-eval runs/dual_s0 --split val --difficulty 1 --samples 8 --against-base
     """
-    from lfo_cli.eval.transfer import eval_file_name, eval_parameters
-    from lfo_cli.eval.transfer import transfer_eval as evaluate
-    from lfo_cli.io import atomic_write_json
-    from lfo_cli.progress import ProgressLog
-
     if split not in ("transfer", "val", "both", "train"):
         raise LfoError(f"--split must be transfer, val, both or train, got '{split}'")
     if backend not in ("transformers", "vllm"):

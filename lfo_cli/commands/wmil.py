@@ -13,6 +13,8 @@ import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
+from lfo_cli.io import read_json
+from lfo_cli.recipes import read_yaml_mapping
 
 app = typer.Typer(
     help=(
@@ -61,8 +63,6 @@ def _load_yaml(path: Path | None) -> dict:
     """A WMIL config file: the recipes' YAML reader (one-line errors; `1e-3` is a float, as in recipes)."""
     if path is None:
         return {}
-    from lfo_cli.recipes import read_yaml_mapping
-
     if not path.is_file():
         raise LfoError(f"{path}: config file not found")
     return read_yaml_mapping(path, what="WMIL config", shape=" of WMILConfig fields")
@@ -107,7 +107,6 @@ def train_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Train a baby model; writes metrics.jsonl/csv, checkpoints, figures, eval.json and summary.json."""
-    from lfo_cli.io import read_json
     from lfo_cli.wmil.config import WMILConfig
     from lfo_cli.wmil.trainer import train
 

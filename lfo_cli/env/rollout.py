@@ -16,6 +16,7 @@ from lfo_cli.env.noise import NoiseConfig, NoisyPolicy
 from lfo_cli.env.policies import POLICIES, Policy, PublicTask
 from lfo_cli.env.world import Task, WorldData, sub_seed
 from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_write_jsonl, iter_jsonl
 
 
 def make_policy(name: str, world: WorldData, noise: NoiseConfig | None = None) -> Policy:
@@ -83,14 +84,10 @@ def run_episode(env: Any, policy: Policy | str, task: Task | str, rollout_seed: 
 
 
 def write_trajectories_jsonl(path: str | Path, trajectories: Iterable[Trajectory]) -> Path:
-    from lfo_cli.io import atomic_write_jsonl
-
     return atomic_write_jsonl(path, (t.to_dict() for t in trajectories))
 
 
 def read_trajectories_jsonl(path: str | Path) -> list[Trajectory]:
-    from lfo_cli.io import iter_jsonl
-
     out = []
     for i, row in enumerate(iter_jsonl(path), start=1):
         try:

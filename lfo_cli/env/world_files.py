@@ -12,6 +12,14 @@ from typing import Any
 from lfo_cli.env import catalogue as cat
 from lfo_cli.env.world import DIFFICULTIES, SPLITS, Company, Department, Task, TaskStep, WorldData
 from lfo_cli.errors import LfoError
+from lfo_cli.io import (
+    atomic_write_json,
+    atomic_write_text,
+    dumps_canonical,
+    iter_jsonl,
+    read_json,
+    sha256_file,
+)
 
 GENERATOR_VERSION = "1.0"
 TASK_FILES = {"train": "tasks_train.jsonl", "val": "tasks_val.jsonl", "transfer": "tasks_transfer.jsonl"}
@@ -22,8 +30,6 @@ DATA_FILES: tuple[str, ...] = (COMPANIES_FILE, *TASK_FILES.values(), MANIFEST_FI
 
 def write_world(world: WorldData, out_dir: str | Path, force: bool = False) -> dict:
     """Write companies/tasks JSONL and the manifest (last), each atomically. Returns the manifest."""
-    from lfo_cli.io import atomic_write_json, atomic_write_text, dumps_canonical, sha256_file
-
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise LfoError(f"{out}: exists and is not a directory")
@@ -60,8 +66,6 @@ def world_fingerprint(data_dir: str | Path) -> str | None:
     """A world's identity: the sha256 (first 12 hex digits) of its manifest, which holds the generator
     version, seed, config and every file's checksum. None when ``data_dir`` holds no manifest."""
     import hashlib
-
-    from lfo_cli.io import dumps_canonical, read_json
 
     path = Path(data_dir) / MANIFEST_FILE
     if not path.is_file():
@@ -148,8 +152,6 @@ def _task_from_row(row: dict, where: str, split: str, companies: dict[str, Compa
 
 def load_world(data_dir: str | Path) -> WorldData:
     """Load and validate a world written by :func:`write_world` (checksums, schema, references)."""
-    from lfo_cli.io import iter_jsonl, read_json, sha256_file
-
     d = Path(data_dir)
     if not d.is_dir():
         raise LfoError(f"{d}: data directory not found (run `lfo gen-env --output-dir {d}` first)")

@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli.errors import LfoError
+from lfo_cli.eval.loading import WORLD_MODEL_DIR, base_model_of, load_run_model
+from lfo_cli.io import atomic_dir, atomic_write_text
+from lfo_cli.models.registry import load_model
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 def export_run(run_dir: str | Path, out: str | Path, *, merge: bool = False) -> dict:
-    from lfo_cli.eval.loading import WORLD_MODEL_DIR, base_model_of, load_run_model
-    from lfo_cli.io import atomic_dir, atomic_write_text
-    from lfo_cli.models.registry import load_model
-
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise LfoError(f"{out} already exists; choose a new --out (an export never overwrites)")

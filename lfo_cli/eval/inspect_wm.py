@@ -21,13 +21,24 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from lfo_cli.env import (
+    Episode,
+    NoiseConfig,
+    format_world_model_input,
+    parse_reply,
+    run_episode,
+    strip_target_markers,
+    world_model_example,
+)
+from lfo_cli.train.wm_batches import build_batch
+from lfo_cli.train.wm_loss import masked_lm_loss
+from lfo_cli.train.wm_probe import generate_replies
+
 PHONE = "make_phone_call"
 
 
 def recorded_phone_calls(world, split: str, episodes: int, seed: int = 0, policy: str = "probe") -> list:
     """Phone-call transitions from reference-policy episodes (noisy, so replies cover every category)."""
-    from lfo_cli.env import Episode, NoiseConfig, run_episode
-
     tasks = list(world.tasks[split])
     rng = random.Random(seed)
     rng.shuffle(tasks)
@@ -42,8 +53,6 @@ def recorded_phone_calls(world, split: str, episodes: int, seed: int = 0, policy
 
 def probe_transitions(world, splits: Sequence[str] = ("val", "transfer"), companies: int = 50, seed: int = 0):
     """(transition, expected category, split) for no-auth and full-auth calls on the first department."""
-    from lfo_cli.env import Episode, run_episode
-
     out = []
     for split in splits:
         seen = set()
@@ -72,10 +81,6 @@ def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int
     """Per-example rows and aggregate metrics for a world-model adapter on phone-call transitions."""
     import sacrebleu
     import torch
-
-    from lfo_cli.env import format_world_model_input, parse_reply, strip_target_markers, world_model_example
-    from lfo_cli.train.wm_batches import build_batch
-    from lfo_cli.train.wm_loss import masked_lm_loss
 
     model.eval()
     rows = []
@@ -123,16 +128,12 @@ def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int
 
 def _generate(model, tokenizer, prompts: list[str], max_length: int, max_new_tokens: int) -> list[str]:
     """Greedy continuation of each world-model input, cut at ``<|/csr|>`` (the trainer's probe does the same)."""
-    from lfo_cli.train.wm_probe import generate_replies
-
     return generate_replies(model, tokenizer, prompts, max_length, max_new_tokens, batch_size=max(1, len(prompts)))
 
 
 def probe_scores(model, tokenizer, world, companies: int = 50, seed: int = 0, max_length: int = 512,
                  max_new_tokens: int = 96) -> dict[str, Any]:
     """Share of probes whose generated reply has the expected category, per split and probe kind."""
-    from lfo_cli.env import format_world_model_input, parse_reply, strip_target_markers
-
     probes = probe_transitions(world, companies=companies, seed=seed)
     prompts = [format_world_model_input(t.state, t.action) for t, _, _ in probes]
     preds = []

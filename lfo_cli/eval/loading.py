@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lfo_cli.env import load_world
+from lfo_cli.env.world_files import MANIFEST_FILE, world_fingerprint
 from lfo_cli.errors import LfoError
+from lfo_cli.io import read_json
+from lfo_cli.models.base_ref import resolve_ref
+from lfo_cli.models.registry import default_device, load_model
+from lfo_cli.recipes import read_run_recipe
 
 POLICY_DIR = "."
 WORLD_MODEL_DIR = "world_model"
@@ -20,8 +26,6 @@ def _adapter_dir(run_dir: Path, which: str) -> Path:
 
 
 def run_recipe(run_dir: str | Path) -> dict[str, Any]:
-    from lfo_cli.recipes import read_run_recipe
-
     return read_run_recipe(run_dir)
 
 
@@ -29,10 +33,6 @@ def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None):
     """The world a run was trained on: ``data_dir`` if given, else the recipe's ``data.dir`` from here, else
     the absolute path recorded at training. A world whose manifest differs from the one recorded in the
     run's ``run.json`` is refused (it would evaluate the run on tasks it never saw, silently)."""
-    from lfo_cli.env import load_world
-    from lfo_cli.env.world_files import MANIFEST_FILE, world_fingerprint
-    from lfo_cli.io import read_json
-
     run_dir = Path(run_dir)
     recorded = {}
     if (run_dir / "run.json").is_file():
@@ -59,8 +59,6 @@ def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None):
 def base_model_of(run_dir: str | Path, which: str = "policy") -> str:
     """The run's base model on this machine: the path its adapters were trained on when it still exists,
     else the portable reference in summary.json resolved here (`lfo_cli.models.base_ref`)."""
-    from lfo_cli.models.base_ref import resolve_ref
-
     cfg_path = _adapter_dir(Path(run_dir), which) / "adapter_config.json"
     try:
         base = json.loads(cfg_path.read_text())["base_model_name_or_path"]
@@ -79,8 +77,6 @@ def base_model_of(run_dir: str | Path, which: str = "policy") -> str:
 def load_run_model(run_dir: str | Path, which: str = "policy", dtype: str = "float32", base: str | None = None):
     """``(PeftModel, tokenizer)``: the run's base with its `policy` or `world_model` adapter, in eval mode."""
     from peft import PeftModel
-
-    from lfo_cli.models.registry import default_device, load_model
 
     run_dir = Path(run_dir)
     adapter = _adapter_dir(run_dir, which)

@@ -35,8 +35,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.models.agent_eval import episode_outcomes
-from lfo_cli.stats import wilson_interval
+from lfo_cli.errors import LfoError
+from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
+from lfo_cli.eval.vllm_backend import vllm_generate_fn
+from lfo_cli.models.agent_eval import episode_outcomes, evaluate_agent
+from lfo_cli.stats import paired_test, wilson_interval
 
 BEHAVIOUR_KEYS = {
     "auth_before_first_call": "auth_before_first_call",
@@ -121,11 +124,6 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
                   backend: str = "transformers", data_dir: str | Path | None = None,
                   difficulties: tuple[int, ...] | None = None, against_base: bool = False,
                   progress=None) -> dict[str, Any]:
-    from lfo_cli.errors import LfoError
-    from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
-    from lfo_cli.models.agent_eval import evaluate_agent
-    from lfo_cli.stats import paired_test
-
     run_dir = Path(run_dir)
     recipe = run_recipe(run_dir)
     world = load_run_world(run_dir, data_dir)
@@ -134,8 +132,6 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
         raise LfoError("--against-base runs on the transformers backend (it switches the adapter off in place)")
     generate_fn = None
     if backend == "vllm":
-        from lfo_cli.eval.vllm_backend import vllm_generate_fn
-
         generate_fn = vllm_generate_fn(run_dir)
         model, tokenizer = None, generate_fn.tokenizer
     else:

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 from lfo_cli.errors import LfoError
+from lfo_cli.eval.loading import base_model_of
+from lfo_cli.models.registry import load_tokenizer, resolve
 
 
 def vllm_available() -> tuple[bool, str]:
@@ -32,9 +34,6 @@ def vllm_generate_fn(run_dir: str | Path):
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.lora.request import LoRARequest
-
-    from lfo_cli.eval.loading import base_model_of
-    from lfo_cli.models.registry import load_tokenizer, resolve
 
     run_dir = Path(run_dir)
     base = resolve(base_model_of(run_dir, "policy"))

@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, Episode
+from lfo_cli.env.trl_env import CustomerServiceEnv
+from lfo_cli.env.world import sub_seed
 from lfo_cli.models import prompts as P
+from lfo_cli.models.trajectories import FINAL_REPLY
 
 
 def stratified_tasks(tasks: list, n: int) -> list:
@@ -51,11 +55,6 @@ def evaluate_agent(
     """
     import torch
     from trl.chat_template_utils import add_response_schema, parse_response
-
-    from lfo_cli.env.episode import Episode
-    from lfo_cli.env.trl_env import CustomerServiceEnv
-    from lfo_cli.env.world import sub_seed
-    from lfo_cli.models.trajectories import FINAL_REPLY
 
     tools = P.tool_schemas(CustomerServiceEnv)
     tool_names = {t["function"]["name"] for t in tools}
@@ -155,8 +154,6 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) ->
         out[f"eval/success_d{d}"] = sum(v) / len(v)
         out[f"eval/episodes_d{d}"] = len(v)
     if eps and any("first_call" in e for e in eps):  # share of episodes by where the first call went
-        from lfo_cli.env.episode import FIRST_CALL_OUTCOMES
-
         for outcome in (*FIRST_CALL_OUTCOMES, None):
             out[f"eval/first_call/{outcome or 'none'}"] = sum(e.get("first_call") == outcome for e in eps) / len(eps)
     lo = [e["success"] for e in eps if e["difficulty"] <= 2]

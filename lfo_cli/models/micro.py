@@ -38,7 +38,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.models import cache
+from lfo_cli.env import catalogue as cat
+from lfo_cli.env import trl_env
+from lfo_cli.env.formatting import world_model_example
+from lfo_cli.env.generate import generate_world
+from lfo_cli.env.noise import NoiseConfig
+from lfo_cli.env.world_files import GENERATOR_VERSION
+from lfo_cli.io import atomic_write_text, sha256_file
+from lfo_cli.models import cache, prompts
+from lfo_cli.models.prompts import SYSTEM_PROMPT, chat_template, configure_tokenizer
+from lfo_cli.models.trajectories import collect_trajectories
 
 # Special tokens: ChatML turn markers (the template's) and a padding token that never appears in text.
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
@@ -102,8 +111,6 @@ def boilerplate_tokens(tools: list[dict] | None = None) -> list[str]:
     Derived by rendering the chat template (never hand-copied): the tool block around the schemas,
     one line per tool schema, and the ``{"name": "TOOL", "arguments": `` opening of each call.
     """
-    from lfo_cli.models import prompts
-
     tools = tools if tools is not None else _env_tool_schemas()
     sentinel = "\x00SYS\x00"
     text = _render([{"role": "system", "content": sentinel}], tools)
@@ -147,16 +154,12 @@ def boilerplate_tokens(tools: list[dict] | None = None) -> list[str]:
 
 
 def _identity_keys() -> list[str]:
-    from lfo_cli.env import catalogue as cat
-
     return [*cat.FIELDS, cat.REFERENCE_KEY]
 
 
 def _render(messages: list[dict], tools: list[dict] | None) -> str:
     """Render with the chat template only (no tokenizer needed): jinja via transformers."""
     from transformers.utils.chat_template_utils import render_jinja_template
-
-    from lfo_cli.models.prompts import chat_template
 
     rendered, _ = render_jinja_template(
         conversations=[messages], tools=tools, chat_template=chat_template(), add_generation_prompt=False
@@ -171,10 +174,6 @@ def _env_tool_schemas() -> list[dict]:
     code's source and the transformers version. Key order is kept: the rendered tool lines (and so the
     boilerplate tokens) follow it."""
     import importlib.metadata
-
-    from lfo_cli.env import trl_env
-    from lfo_cli.io import atomic_write_text
-    from lfo_cli.models import prompts
 
     sources = b"".join(Path(m.__file__).read_bytes() for m in (trl_env, prompts))
     fp = hashlib.sha256(sources + importlib.metadata.version("transformers").encode()).hexdigest()[:16]
@@ -195,8 +194,6 @@ def train_tokenizer(corpus: Iterable[str], spec: TokenizerSpec = TOKENIZER, extr
     """Byte-level BPE on ``corpus`` (tokenizers library), wrapped as a transformers fast tokenizer."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
-
-    from lfo_cli.models.prompts import configure_tokenizer
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -231,12 +228,6 @@ def environment_corpus(spec: TokenizerSpec = TOKENIZER) -> Iterator[str]:
     """Text the environment produces, rendered as the model will see it: full rollout chats of the
     reference policies (with tools), task prompts, directories, rep replies, and world-model
     examples (input + target) for every transition."""
-    from lfo_cli.env.formatting import world_model_example
-    from lfo_cli.env.generate import generate_world
-    from lfo_cli.env.noise import NoiseConfig
-    from lfo_cli.models import prompts
-    from lfo_cli.models.trajectories import collect_trajectories
-
     tools = _env_tool_schemas()
     for seed in spec.corpus_world_seeds:
         world = generate_world(
@@ -255,9 +246,6 @@ def environment_corpus(spec: TokenizerSpec = TOKENIZER) -> Iterator[str]:
 
 # ---- the cached base model -------------------------------------------------------------------
 def cache_key() -> str:
-    from lfo_cli.env.world_files import GENERATOR_VERSION
-    from lfo_cli.models.prompts import SYSTEM_PROMPT, chat_template
-
     payload = {
         "arch": asdict(ARCH),
         "tokenizer": asdict(TOKENIZER),
@@ -401,8 +389,6 @@ def install_induction_circuit(
 
 def build(out_dir: Path) -> dict[str, Any]:
     """Train the tokenizer on environment text, initialise the model, save both into ``out_dir``."""
-    from lfo_cli.io import sha256_file
-
     corpus = list(environment_corpus(TOKENIZER))
     tokenizer = train_tokenizer(corpus, TOKENIZER, extra_tokens=boilerplate_tokens())
     model = init_model(tokenizer, ARCH)

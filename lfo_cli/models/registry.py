@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli.errors import LfoError
-from lfo_cli.models import cache
+from lfo_cli.io import atomic_write_json, read_json
+from lfo_cli.models import cache, micro, smollm2
+from lfo_cli.models.prompts import configure_tokenizer
 
 
 @dataclass(frozen=True)
@@ -34,20 +36,14 @@ class ModelSpec:
 
 
 def _micro_path() -> Path:
-    from lfo_cli.models import micro
-
     return micro.cache_path()
 
 
 def _micro_build(tmp: Path) -> dict:
-    from lfo_cli.models import micro
-
     return micro.build(tmp)
 
 
 def _micro_params() -> int:
-    from lfo_cli.models import micro
-
     return micro.count_parameters()
 
 
@@ -58,8 +54,6 @@ def _micro_identity() -> str:
 def _smollm2_identity() -> str:
     """The GGUF's sha256 as the wheel's RECORD states it (no hashing of the 98 MB file), else size and mtime."""
     from importlib import metadata
-
-    from lfo_cli.models import smollm2
 
     path = smollm2.gguf_path()
     try:
@@ -77,14 +71,10 @@ def _smollm2_path() -> Path:
 
 
 def _smollm2_build(tmp: Path) -> dict:
-    from lfo_cli.models import smollm2
-
     return smollm2.convert(tmp)
 
 
 def _smollm2_params() -> int:
-    from lfo_cli.models import smollm2
-
     return smollm2.gguf_parameter_count()
 
 
@@ -154,8 +144,6 @@ def _dtype(dtype: Any):
 def load_tokenizer(name_or_path: str | Path) -> Any:
     from transformers import AutoTokenizer
 
-    from lfo_cli.models.prompts import configure_tokenizer
-
     source = resolve(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -202,8 +190,6 @@ PARAM_MEMO = ".parameter_counts.json"
 def memoised_parameter_count(spec: ModelSpec) -> int:
     """``spec.count_parameters()`` once per identity (``$LFO_HOME/models/.parameter_counts.json``): listing
     the tiers then needs neither torch (micro) nor a parse of the whole GGUF (smollm2)."""
-    from lfo_cli.io import atomic_write_json, read_json
-
     memo_path = cache.models_dir() / PARAM_MEMO
     key = f"{spec.name}|{spec.identity()}"
     try:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lfo_cli.models.reply_mask import reply_token_mask
+
 REPLY_MASKS = "reply_masks"
 
 
@@ -24,8 +26,6 @@ def reply_masks(tokenizer, input_ids: list[int], assistant_mask: list[int], mess
                 tools: tuple[str, ...]) -> list[int]:
     """1 on the tokens of the replies of ``tools`` inside a rendered trajectory (found in order in the runs of
     non-assistant tokens; a reply that is not found is skipped, never guessed)."""
-    from lfo_cli.models.reply_mask import reply_token_mask
-
     replies = [(str(m["content"]), m.get("name") in tools) for m in messages if m["role"] == "tool"]
     return reply_token_mask(tokenizer, input_ids, assistant_mask, replies)
 

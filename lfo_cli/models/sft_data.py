@@ -10,13 +10,16 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from lfo_cli.env.tasks import fresh_training_tasks
+from lfo_cli.env.world import sub_seed
+from lfo_cli.env.world_files import MANIFEST_FILE, load_world
 from lfo_cli.errors import LfoError
+from lfo_cli.models.reply_loss import REPLY_MASKS, reply_masks
+from lfo_cli.models.trajectories import collect_trajectories
 from lfo_cli.models.warmstart_config import WarmStartConfig
 
 
 def load_world_for(cfg: WarmStartConfig):
-    from lfo_cli.env.world_files import MANIFEST_FILE, load_world
-
     if not (Path(cfg.data.dir) / MANIFEST_FILE).is_file():
         raise LfoError(
             f"{cfg.data.dir}: no environment data; create it with `lfo gen-env --seed 0 --output-dir {cfg.data.dir}` "
@@ -26,12 +29,7 @@ def load_world_for(cfg: WarmStartConfig):
 
 
 def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
-    from lfo_cli.models.trajectories import collect_trajectories
-
     if cfg.data.fresh_tasks:
-        from lfo_cli.env.tasks import fresh_training_tasks
-        from lfo_cli.env.world import sub_seed
-
         tasks = fresh_training_tasks(world, cfg.data.fresh_tasks, seed=sub_seed("sft", world.seed, cfg.seed))
     else:
         tasks = list(world.tasks.get("train", []))
@@ -72,8 +70,6 @@ def tokenize_trajectories(tokenizer, trajectories: list[dict], tools: list[dict]
             raise LfoError("the chat template produced no assistant tokens (generation markers missing)")
         row: dict = {"input_ids": ids}
         if reply_tools:
-            from lfo_cli.models.reply_loss import REPLY_MASKS, reply_masks
-
             row[REPLY_MASKS] = reply_masks(tokenizer, ids, mask, traj["messages"], reply_tools)
         weights = [m.get("weight", 1) for m in traj["messages"] if m["role"] == "assistant"]
         if 0 in weights:

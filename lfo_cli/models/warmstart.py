@@ -27,12 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lfo_cli.console import use_lfo_progress
+from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.errors import LfoError
-from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl, run_metadata
+from lfo_cli.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_jsonl, run_metadata
 from lfo_cli.models import cache
 from lfo_cli.models import prompts as P
 from lfo_cli.models.agent_eval import evaluate_agent, stratified_tasks, summarize_eval
+from lfo_cli.models.induction import induction_rows
+from lfo_cli.models.registry import load_model
+from lfo_cli.models.reply_loss import reply_loss_trainer
 from lfo_cli.models.sft_data import collect_sft_trajectories, load_world_for, tokenize_trajectories
+from lfo_cli.models.trajectories import collect_trajectories
 from lfo_cli.models.warmstart_cache import (
     check_entry,
     register_in_cache,
@@ -42,6 +48,7 @@ from lfo_cli.models.warmstart_cache import (
 from lfo_cli.models.warmstart_config import WarmStartConfig
 from lfo_cli.models.warmstart_outputs import print_summary, write_eval_tables
 from lfo_cli.progress import ProgressLog, episode_progress
+from lfo_cli.recipes import config_to_dict
 
 
 class TimeGuardTripped(LfoError):
@@ -89,16 +96,12 @@ def _last_checkpoint(ckpt_dir: Path) -> str | None:
 def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) -> dict:
     """SFT + evaluation. Writes ``model/`` (the base checkpoint RL starts from), ``metrics.jsonl``,
     ``summary.json``, ``eval_by_difficulty.{csv,png}``, ``samples.jsonl``, ``run_metadata.json``."""
-    world = load_world_for(cfg)  # first: a missing world is reported before the heavy imports
+    world = load_world_for(cfg)  # first: a missing world is reported before TRL and datasets load
     import numpy as np
     import torch
     from datasets import Dataset
     from transformers import set_seed
     from trl import SFTConfig, SFTTrainer
-
-    from lfo_cli.env.trl_env import CustomerServiceEnv
-    from lfo_cli.models.registry import load_model
-    from lfo_cli.recipes import config_to_dict
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -129,8 +132,6 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     )
     lengths = [len(r["input_ids"]) for r in rows]
     if cfg.data.induction_rows:
-        from lfo_cli.models.induction import induction_rows
-
         rows += induction_rows(tokenizer, cfg.data.induction_rows, max_len=cfg.data.induction_max_len, seed=cfg.seed)
     if reply_tools:  # every row carries the column (induction rows: no reply)
         rows = [{"reply_masks": [0] * len(r["input_ids"]), **r} for r in rows]
@@ -193,15 +194,11 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     guard = _metrics_callback(out_dir / "metrics.jsonl", deadline)
     trainer_cls = SFTTrainer
     if reply_tools:  # a world-model warm start: + weight x the replies' cross-entropy (lfo_cli.models.reply_loss)
-        from lfo_cli.models.reply_loss import reply_loss_trainer
-
         trainer_cls = reply_loss_trainer(cfg.train.reply_loss_weight)
     trainer = trainer_cls(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config,
         callbacks=[guard],
     )
-    from lfo_cli.console import use_lfo_progress
-
     use_lfo_progress(trainer, "warm start SFT")  # a bar on a terminal, plain lines with step/total and ETA in a log
     resume_from = _last_checkpoint(ckpt_dir) if resume else None
     train_out = trainer.train(resume_from_checkpoint=resume_from)
@@ -217,8 +214,6 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         trained = trained.merge_and_unload()
     trained.generation_config.pad_token_id = tokenizer.pad_token_id
     shutil.rmtree(final_dir, ignore_errors=True)
-    from lfo_cli.io import atomic_dir
-
     with atomic_dir(final_dir) as tmp:
         trained.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
@@ -237,8 +232,6 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         if not val:
             raise LfoError(f"{cfg.data.dir}: the world has no val tasks to evaluate on")
         val = stratified_tasks(val, cfg.eval.num_tasks)
-        from lfo_cli.models.trajectories import collect_trajectories
-
         teacher = collect_trajectories(world, val, policy=cfg.data.policy, seed=cfg.seed + 1, noise=cfg.data.noise(),
                                        probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise(),
                                        rollouts_per_task=cfg.eval.samples_per_task)

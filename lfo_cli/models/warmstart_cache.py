@@ -12,11 +12,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from lfo_cli.env.world_files import MANIFEST_FILE
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
-from lfo_cli.models import cache
+from lfo_cli.models import cache, micro
 from lfo_cli.models import prompts as P
 from lfo_cli.models.warmstart_config import WarmStartConfig
+from lfo_cli.recipes import config_to_dict, load_recipe
 
 
 def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[str] | None = None) -> tuple[str, WarmStartConfig]:
@@ -25,8 +27,6 @@ def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[st
         if overrides:
             raise LfoError("overrides apply to recipe names, not to config objects")
         return "warmstart", recipe_name_or_cfg
-    from lfo_cli.recipes import load_recipe
-
     rec = load_recipe(recipe_name_or_cfg, overrides)
     if rec.kind != "warmstart":
         raise LfoError(f"recipe '{recipe_name_or_cfg}' is kind '{rec.kind}', not a warm start")
@@ -48,14 +48,9 @@ BOOKKEEPING_TRAIN_FIELDS = ("threads", "max_minutes", "logging_steps", "save_ste
 
 def warmstart_key(cfg: WarmStartConfig) -> str:
     """Hash of the resolved config, the data manifest and the base model's identity."""
-    from lfo_cli.env.world_files import MANIFEST_FILE
-    from lfo_cli.recipes import config_to_dict
-
     manifest = Path(cfg.data.dir) / MANIFEST_FILE
     base = cfg.model.name
     if base == "micro":
-        from lfo_cli.models import micro
-
         base = f"micro-{micro.cache_key()}"
     payload = {
         "config": {k: v for k, v in config_to_dict(cfg).items()},

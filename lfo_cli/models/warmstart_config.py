@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.errors import LfoError
 from lfo_cli.recipes import register_kind
 
@@ -113,8 +114,6 @@ class DataSection:
     def noise(self, scale: float = 1.0):
         """The teacher's :class:`~lfo_cli.env.noise.NoiseConfig` (SFT data and the teacher baseline), every
         probability times ``scale``."""
-        from lfo_cli.env.noise import NoiseConfig
-
         return NoiseConfig(epsilon=self.epsilon * scale, field_dropout=self.field_dropout * scale,
                            slip=self.slip * scale, field_extra=self.field_extra * scale)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, read_json
 from lfo_cli.report import calibration, study
 from lfo_cli.report.document import Report
@@ -30,8 +31,6 @@ def build_report(paths: list[Path], out: Path, corr_window: int | None = None) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
-
-    from lfo_cli.errors import LfoError
 
     plt.rcParams.update({"figure.max_open_warning": 0, "path.simplify": False})
     runs, skipped = load_runs(paths)

@@ -12,6 +12,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from lfo_cli.errors import LfoError
+from lfo_cli.train.dropout import SparseDropout
+
 POLICY = "policy"
 WORLD_MODEL = "world_model"
 ADAPTERS = (POLICY, WORLD_MODEL)
@@ -36,8 +39,6 @@ class LoraSettings:
     )
 
     def __post_init__(self):
-        from lfo_cli.errors import LfoError
-
         if self.r < 1:
             raise LfoError(f"lora.r must be >= 1, got {self.r}")
         if self.alpha < 1:
@@ -79,8 +80,6 @@ def use_sparse_dropout(model) -> None:
     replacement is an ``nn.Dropout`` subclass, holds no parameters and so changes no checkpoint.
     """
     import torch
-
-    from lfo_cli.train.dropout import SparseDropout
 
     for module in model.modules():
         dropouts = getattr(module, "lora_dropout", None)

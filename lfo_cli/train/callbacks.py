@@ -14,7 +14,11 @@ from typing import Any
 from transformers import TrainerCallback
 
 from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl
+from lfo_cli.models.agent_eval import episode_outcomes, evaluate_agent
+from lfo_cli.progress import Cadence, ProgressLog, episode_progress, is_terminal
+from lfo_cli.train.adapters import POLICY, activate
 from lfo_cli.train.run_metrics import validation_metrics
+from lfo_cli.train.wm_probe import semantic_accuracy
 
 
 class TasksSeen:
@@ -74,9 +78,6 @@ class Validation(TrainerCallback):
         self.last_step = -1
 
     def _play(self, model, tasks: list, label: str) -> dict:
-        from lfo_cli.models.agent_eval import evaluate_agent
-        from lfo_cli.progress import Cadence, ProgressLog, episode_progress, is_terminal
-
         # In a log, a heartbeat line only when an evaluation runs past a minute; on a terminal the
         # training bar stays (rich shows one live display at a time).
         with ProgressLog(label, len(tasks), unit="episode", cadence=Cadence(fraction=None),
@@ -87,9 +88,6 @@ class Validation(TrainerCallback):
     handler = None  # the trainer's callback handler: validation rows go through on_log, to metrics.jsonl and trackers
 
     def evaluate(self, model, step: int, final: bool = False, args=None, state=None, control=None) -> dict[str, float]:
-        from lfo_cli.models.agent_eval import episode_outcomes
-        from lfo_cli.train.adapters import POLICY, activate
-
         activate(model, POLICY)
         was_training = model.training
         result = self._play(model, self.tasks, f"validation @ step {step}")
@@ -102,8 +100,6 @@ class Validation(TrainerCallback):
             atomic_write_json(self.run_dir / "validation" / f"heldout_step_{step}.json",
                               {"step": step, "outcomes": episode_outcomes(held), "episodes": _episode_records(held)})
         if self.wm_probe and self.wm_adapters:
-            from lfo_cli.train.wm_probe import semantic_accuracy
-
             row["val/wm_semantic_acc"] = semantic_accuracy(model, self.tokenizer, self.wm_probe, self.wm_adapters)
         if was_training:
             model.train()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lfo_cli.io import atomic_write_text
+
 LOAD_SNIPPET = '''```python
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -62,6 +64,4 @@ def model_card(run_name: str, recipe: str | None, seed: int, coupling: str, ref:
 
 
 def write_model_card(run_dir: Path, text: str) -> None:
-    from lfo_cli.io import atomic_write_text
-
     atomic_write_text(Path(run_dir) / "README.md", text)

@@ -26,6 +26,7 @@ from typing import ClassVar
 
 import torch
 
+from lfo_cli.models.reply_mask import reply_token_mask
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active
 from lfo_cli.train.normalise import LEGACY, NORMALISERS, Normaliser, ObsTokens, TokenMean
 from lfo_cli.train.rollout_record import (
@@ -43,6 +44,8 @@ from lfo_cli.train.rollout_record import (
     tool_of,
     turn_ids,
 )
+from lfo_cli.train.wm_batches import build_wm_batches
+from lfo_cli.train.wm_loss import can_share_prefix, world_model_sums
 
 OBJECTIVES: dict[str, type[WorldModelObjective]] = {}  # wm.coupling -> its objective, filled as classes are defined
 
@@ -124,8 +127,6 @@ class _ExampleObjective(WorldModelObjective):
         output[UNITS] = self.total(sum(len(c) for c in column))
 
     def loss(self, model, record: RolloutRecord, part: StepWMMetrics) -> tuple[torch.Tensor | None, float]:
-        from lfo_cli.train.wm_loss import world_model_sums
-
         flat = [ex for row in (record.examples or []) for ex in row]
         if not flat:
             return None, 0.0
@@ -146,9 +147,6 @@ class _ExampleObjective(WorldModelObjective):
         return wm_loss, units
 
     def batches(self, model, examples: list[Example]):
-        from lfo_cli.train.wm_batches import build_wm_batches
-        from lfo_cli.train.wm_loss import can_share_prefix
-
         share = self.wm.share_prefix and can_share_prefix(model)
         return build_wm_batches(self.tokenizer, examples, self.wm.max_length, self.wm.batch_tokens,
                                 share_prefix=share)
@@ -218,8 +216,6 @@ class Shared(WorldModelObjective):
 
     def reply_masks(self, output: dict, environments: Sequence) -> torch.Tensor:
         """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
-        from lfo_cli.models.reply_mask import reply_token_mask
-
         completion_ids, width = output["completion_ids"], output["completion_ids"].size(1)
         tool_mask = output.get("tool_mask")
         masks = torch.zeros_like(completion_ids)

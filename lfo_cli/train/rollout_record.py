@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from lfo_cli.env.formatting import world_model_example
+
 EXAMPLES = "lfo_wm_examples"
 REPLY_MASK = "lfo_reply_mask"
 UNITS = "lfo_wm_units"
@@ -88,8 +90,6 @@ def observation_of(transition) -> str:
 
 def examples_from_environment(env, tools: Sequence[str]) -> list[Example]:
     """World-model examples (text, target span) for the transitions of one rollout's environment."""
-    from lfo_cli.env.formatting import world_model_example
-
     transitions = getattr(env, "transitions", None) or []
     return [world_model_example(t) for t in transitions if tool_of(t) in tools]
 

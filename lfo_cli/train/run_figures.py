@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lfo_cli.io import iter_jsonl
+from lfo_cli.io import atomic_write_text, iter_jsonl
 
 FIGURE_METRICS = (
     ("val/success", "validation success"),
@@ -33,8 +33,6 @@ def write_run_figures(run_dir: Path) -> list[str]:
         return []
     cols = ["step", "tasks_seen"] + [k for k, _ in present]
     table = df[cols].groupby(["step", "tasks_seen"], as_index=False).last().sort_values("step")
-    from lfo_cli.io import atomic_write_text
-
     atomic_write_text(Path(run_dir) / "curves.csv", table.to_csv(index=False, float_format="%.6g"))
     fig, axes = plt.subplots(1, len(present), figsize=(3.2 * len(present), 2.8), squeeze=False)
     for ax, (key, title) in zip(axes[0], present, strict=True):

@@ -8,7 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lfo_cli.env.specificity import form_specificity
 from lfo_cli.io import iter_jsonl, read_json
+from lfo_cli.models.agent_eval import summarize_eval
+from lfo_cli.stats import paired_test
 
 
 def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = "val") -> dict[str, float]:
@@ -16,8 +19,6 @@ def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = "val") -> di
     "heldout": the held-out evaluation's files). Empty when either evaluation is missing (eval.every = 0)
     or they cover different episodes."""
     import math
-
-    from lfo_cli.stats import paired_test
 
     stem = "step" if prefix == "val" else f"{prefix}_step"
     paths = [Path(run_dir) / "validation" / f"{stem}_{s}.json" for s in (0, step)]
@@ -74,8 +75,6 @@ def validation_metrics(result: dict[str, Any], prefix: str = "val", world=None) 
         for d in sorted({e["difficulty"] for e in episodes}):
             sub = [e for e in episodes if e["difficulty"] == d]
             row[f"{prefix}/success/d{d}"] = sum(e["success"] for e in sub) / len(sub)
-    from lfo_cli.models.agent_eval import summarize_eval
-
     summary = summarize_eval(result)  # the warm start's definitions, so both evaluations read alike
     if any(not t.get("final_reply") for t in turns):  # "Done." is not a call
         row[f"{prefix}/valid_tool_call_rate"] = summary["eval/valid_tool_call_rate"]
@@ -96,8 +95,6 @@ def validation_metrics(result: dict[str, Any], prefix: str = "val", world=None) 
     if held:
         row[f"{prefix}/form_holds_named"] = sum(held) / len(held)
     if world is not None and episodes and all("form_fields" in e for e in episodes):
-        from lfo_cli.env.specificity import form_specificity
-
         row.update({f"{prefix}/{k}": v for k, v in form_specificity(world, episodes).items()})
     return row
 

@@ -19,14 +19,25 @@ import shutil
 import time
 from pathlib import Path
 
-from lfo_cli.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
+from lfo_cli.console import use_lfo_progress
+from lfo_cli.env import load_world, make_env_factory
+from lfo_cli.env.tasks import select_companies
+from lfo_cli.io import atomic_dir, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
+from lfo_cli.models.agent_eval import stratified_tasks
+from lfo_cli.models.base_ref import portable_ref
+from lfo_cli.models.prompts import dataset_row
+from lfo_cli.models.registry import load_model
+from lfo_cli.train.adapters import POLICY, WORLD_MODEL, attach_dual_lora
 from lfo_cli.train.callbacks import RunLog, TasksSeen, Validation
 from lfo_cli.train.checkpoints import check_checkpoint, last_complete_checkpoint
 from lfo_cli.train.config import DualLoRAConfig
+from lfo_cli.train.model_card import model_card, write_model_card
 from lfo_cli.train.recipe_config import TrainConfig
 from lfo_cli.train.run_figures import write_run_figures
 from lfo_cli.train.run_metrics import trends, vs_start
 from lfo_cli.train.task_pools import heldout_pool, training_tasks, validation_pool
+from lfo_cli.train.trainer import DualLoRAGRPOTrainer
+from lfo_cli.train.wm_probe import exception_calls
 
 
 def _truncate_metrics_after(run_dir: Path, step: int) -> None:
@@ -38,9 +49,6 @@ def _truncate_metrics_after(run_dir: Path, step: int) -> None:
 
 def save_adapters(model, run_dir: Path) -> None:
     """Policy adapter at the run-dir root, world model in world_model/ (each loads with PeftModel.from_pretrained)."""
-    from lfo_cli.io import atomic_dir
-    from lfo_cli.train.adapters import POLICY, WORLD_MODEL
-
     run_dir = Path(run_dir)
     with atomic_dir(run_dir / ".adapters") as tmp:
         model.save_pretrained(tmp)  # PEFT writes tmp/policy/ and tmp/world_model/ (non-default names)
@@ -62,13 +70,6 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     from datasets import Dataset
     from transformers import set_seed
 
-    from lfo_cli.env import load_world, make_env_factory
-    from lfo_cli.models.agent_eval import stratified_tasks
-    from lfo_cli.models.prompts import dataset_row
-    from lfo_cli.models.registry import load_model
-    from lfo_cli.train.adapters import attach_dual_lora
-    from lfo_cli.train.trainer import DualLoRAGRPOTrainer
-
     out_dir = Path(out_dir)
     set_seed(cfg.seed)
     torch.set_num_threads(max(torch.get_num_threads(), 1))
@@ -82,14 +83,10 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     # row_seed: each episode's reply RNG depends on its row and generation only, so a resumed run replays
     # exactly what the uninterrupted one would have (CustomerServiceEnv.reset).
     dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty, row_seed=i) for i, t in enumerate(tasks)])
-    from lfo_cli.env.tasks import select_companies
-
     companies = select_companies(world, cfg.data.companies)
     val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval, companies), cfg.eval.num_tasks)
                  for _ in range(cfg.eval.samples_per_task)]
     heldout_tasks = [t for t in heldout_pool(world, cfg.eval) for _ in range(cfg.eval.samples_per_task)]
-    from lfo_cli.train.wm_probe import exception_calls
-
     # The world model's semantic accuracy on the prior's auth-failed calls to exception departments
     # (val/wm_semantic_acc), for runs that train one.
     wm_probe = exception_calls(world, list({t.task_id: t for t in val_tasks}.values()), seed=cfg.seed) if cfg.wm.coef > 0 else []
@@ -106,8 +103,6 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
                                              **dataclasses.asdict(cfg.env)),
         callbacks=callbacks,
     )
-    from lfo_cli.console import use_lfo_progress
-
     use_lfo_progress(trainer, "GRPO")  # the bar or plain log lines with step/total and ETA; compact metric lines
     tasks_seen = TasksSeen(trainer.args, trainer.accelerator.num_processes)
     for callback in callbacks:
@@ -125,8 +120,6 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         return {"status": "complete", "rank": trainer.args.process_index}
     save_adapters(trainer.model, out_dir)
     tokenizer.save_pretrained(out_dir)  # the run dir loads without the base's files: AutoTokenizer(RUN)
-    from lfo_cli.models.base_ref import portable_ref
-
     base_ref = portable_ref(base, cfg.model.warmstart)
     summary = {
         "status": "complete",
@@ -142,8 +135,6 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         **trends(out_dir),
     }
     summary["figures"] = write_run_figures(out_dir)
-    from lfo_cli.train.model_card import model_card, write_model_card
-
     write_model_card(out_dir, model_card(out_dir.name, _recipe_name(out_dir), cfg.seed, cfg.wm.coupling, base_ref,
                                          summary, has_world_model=objective.has_adapter))
     atomic_write_json(out_dir / "summary.json", summary)  # last: a run with summary.json is complete

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+from lfo_cli.env.tasks import fresh_heldout_tasks, fresh_training_tasks, select_companies
+from lfo_cli.env.world import DIFFICULTIES
 from lfo_cli.errors import LfoError
+from lfo_cli.models.agent_eval import stratified_tasks
 
 
 def training_tasks(world, data, seed: int) -> list:
     """The RL training tasks: the world's train split, or ``data.fresh_tasks`` newly drawn ones (on
     ``data.companies`` when set; then registered in ``world`` so the environment resolves their ids),
     filtered by difficulty, capped."""
-    from lfo_cli.env.tasks import fresh_training_tasks, select_companies
-
     pool = world.tasks["train"]
     if data.fresh_tasks:
         # New tasks on the training companies: the warm start never saw them, so train reward measures
@@ -55,8 +56,6 @@ def validation_pool(world, ev, companies: list[str] | None = None) -> list:
     the training companies (split ``valfresh``, seeded by the world's seed alone: the same for every run
     and training seed on a world, and apart from the ``rl``/``sft`` draws), filtered by difficulty;
     ``companies`` (the study's subset, `data.companies`) restricts both to those companies."""
-    from lfo_cli.env.tasks import fresh_training_tasks
-
     pool = world.tasks["val"]
     if ev.fresh_tasks:
         pool = fresh_training_tasks(world, ev.fresh_tasks, seed=world.seed, split=VAL_FRESH_SPLIT, company_ids=companies)
@@ -76,10 +75,6 @@ HELDOUT_FRESH_SPLIT = "heldoutfresh"
 def heldout_pool(world, ev) -> list:
     """``eval.heldout_tasks`` fresh tasks of the held-out companies at ``eval.heldout_difficulties``
     (seeded by the world's seed alone: the same for every run on a world)."""
-    from lfo_cli.env.tasks import fresh_heldout_tasks
-    from lfo_cli.env.world import DIFFICULTIES
-    from lfo_cli.models.agent_eval import stratified_tasks
-
     if not ev.heldout_tasks:
         return []
     # draw_tasks balances all five difficulties; draw enough that the kept ones number heldout_tasks.

@@ -47,6 +47,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
+from lfo_cli.errors import LfoError
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
 from lfo_cli.train.objectives import WorldModelObjective
 from lfo_cli.train.rollout_record import EXAMPLES, REPLY_MASK, UNITS, Example, RolloutRecord, StepWMMetrics
@@ -62,8 +63,6 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     `world_model`) adapters; the world-model term is the run's :class:`WorldModelObjective`'s."""
 
     def __init__(self, *args, wm_examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None, **kwargs):
-        from lfo_cli.errors import LfoError
-
         cfg = kwargs.get("args")
         if cfg is not None and cfg.wm.intrinsic == "surprise":
             funcs = kwargs.get("reward_funcs") or []

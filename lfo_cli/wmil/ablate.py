@@ -25,6 +25,11 @@ from pathlib import Path
 
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text, read_json
+from lfo_cli.wmil.config import WMILConfig
+from lfo_cli.wmil.envs import make_task
+from lfo_cli.wmil.evaluate import evaluate_level
+from lfo_cli.wmil.show import print_table
+from lfo_cli.wmil.trainer import initial_level, train
 
 CONDITIONS = {
     "wm": {},
@@ -37,11 +42,6 @@ METRICS = ("eval_success", "train_auc")
 
 
 def _run_one(base: dict, condition: str, seed: int, out: Path, force: bool) -> dict:
-    from lfo_cli.wmil.config import WMILConfig
-    from lfo_cli.wmil.envs import make_task
-    from lfo_cli.wmil.evaluate import evaluate_level
-    from lfo_cli.wmil.trainer import initial_level, train
-
     cfg = WMILConfig.from_dict({**base, "seed": seed, **(CONDITIONS[condition] or {})})
     task = make_task(cfg.task, cfg.num_actions)
     level = initial_level(cfg, task)
@@ -164,8 +164,6 @@ def run_ablation(base: dict, out: Path, *, seeds: int = 8, first_seed: int = 0, 
               "outputs": ["runs.csv", "summary.csv", "tests.csv", "ablation.json", "ablation.png"]}
     atomic_write_json(out / "ablation.json", result)
     if show:
-        from lfo_cli.wmil.show import print_table
-
         print_table(f"WMIL ablation: {result['task']}, seeds {seed_list[0]}..{seed_list[-1]}",
                     ("condition", "metric", "mean", "std", "95% CI"),
                     [(r["condition"], r["metric"], f"{r['mean']:.3f}", f"{r['std']:.3f}",

@@ -9,12 +9,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lfo_cli.io import atomic_write_text
+from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_write_json, atomic_write_text
 from lfo_cli.wmil.envs import VecEnv
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.parents import DeterministicParent
 from lfo_cli.wmil.rollout import rollout
 from lfo_cli.wmil.runs import load_model_from_run
+from lfo_cli.wmil.show import print_table
 from lfo_cli.wmil.task_base import Task
 
 
@@ -109,9 +111,6 @@ def write_eval_outputs(result: dict, out_dir: Path, stem: str = "eval") -> None:
 
 def run_eval(run_dir: Path, episodes: int = 1024, seed: int = 0, show: bool = True) -> dict:
     """`lfo wmil eval`: the trained model vs the random policy at every level; eval_report.{json,csv,png}."""
-    from lfo_cli.errors import LfoError
-    from lfo_cli.io import atomic_write_json
-
     if episodes < 1:
         raise LfoError("--episodes must be >= 1")
     run_dir = Path(run_dir)
@@ -122,8 +121,6 @@ def run_eval(run_dir: Path, episodes: int = 1024, seed: int = 0, show: bool = Tr
     atomic_write_json(run_dir / "eval_report.json", result)
     write_eval_outputs(result, run_dir, stem="eval_report")
     if show:
-        from lfo_cli.wmil.show import print_table
-
         rows = []
         for policy, res in result["policies"].items():
             for row in res["per_level"]:

@@ -29,6 +29,7 @@ import torch
 
 from lfo_cli.errors import LfoError
 from lfo_cli.wmil.envs import State
+from lfo_cli.wmil.local_llm import load_local_chat_model
 from lfo_cli.wmil.task_base import Task
 
 
@@ -113,8 +114,6 @@ class LocalChatClient:
     """A local transformers chat model (default: the embedded SmolLM2-135M-Instruct), greedy decoding."""
 
     def __init__(self, name: str = "smollm2-135m", max_new_tokens: int = 48):
-        from lfo_cli.wmil.local_llm import load_local_chat_model
-
         self.name = name
         self.model, self.tokenizer = load_local_chat_model(name)
         self.max_new_tokens = max_new_tokens

@@ -18,7 +18,9 @@ from lfo_cli.io import atomic_write_json, atomic_write_text
 from lfo_cli.wmil.envs import VecEnv
 from lfo_cli.wmil.model import BabyModel
 from lfo_cli.wmil.parents import DeterministicParent
+from lfo_cli.wmil.show import print_table
 from lfo_cli.wmil.task_base import Task
+from lfo_cli.wmil.trainer import build_model, initial_level, load_model_from_run
 
 
 @torch.no_grad()
@@ -66,8 +68,6 @@ def run_probe(run_dir: Path, samples: int = 1024, seed: int = 0, show: bool = Tr
     import pandas as pd
     from sklearn.manifold import TSNE
 
-    from lfo_cli.wmil.trainer import build_model, initial_level, load_model_from_run
-
     if samples < 20:
         raise LfoError("--samples must be >= 20")
     run_dir = Path(run_dir)
@@ -103,8 +103,6 @@ def run_probe(run_dir: Path, samples: int = 1024, seed: int = 0, show: bool = Tr
               "outputs": ["probe.csv", "probe.json", "tsne.csv", "tsne.png"]}
     atomic_write_json(run_dir / "probe.json", result)
     if show:
-        from lfo_cli.wmil.show import print_table
-
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
         print_table(f"linear probes of h at the last step ({cfg.task}, level {level})",
                     ("attribute", "classes", "majority", "trained", "untrained"),

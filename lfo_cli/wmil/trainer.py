@@ -30,6 +30,7 @@ from lfo_cli.io import (
     read_json,
     run_metadata,
 )
+from lfo_cli.progress import ProgressLog
 from lfo_cli.wmil import algos
 from lfo_cli.wmil.config import WMILConfig
 from lfo_cli.wmil.curriculum import CurriculumManager
@@ -281,8 +282,6 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
     env_steps = sum(r.get("charts/env_steps_delta", 0) for r in rows)
     env_steps_at_t0 = env_steps
     stopped_early = False
-
-    from lfo_cli.progress import ProgressLog
 
     with ProgressLog(f"wmil {cfg.task}", cfg.steps, start=trainer.step, enabled=progress) as bar:
         while trainer.step < cfg.steps:

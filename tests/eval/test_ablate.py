@@ -16,7 +16,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from lfo_cli.ablate.grid import cell_argv, expand, load_grid
+from lfo_cli.ablate.cells import expand
+from lfo_cli.ablate.grid import cell_argv, load_grid
 from lfo_cli.ablate.runner import Lock, is_complete, run_grid
 from lfo_cli.cli import app
 from lfo_cli.errors import LfoError
@@ -333,8 +334,6 @@ def test_ablate_list_shows_each_grid_with_its_description():
 
 def test_a_cell_can_run_at_a_subset_of_the_grids_seeds(tmp_path):
     """A calibration: baselines at two seeds, each probe at one."""
-    from lfo_cli.ablate.grid import expand, load_grid
-
     path = _grid(tmp_path, axes={}, cells=[{"id": "baseline", "wm.coef": 0},
                                            {"id": "probe-0.05", "wm.coef": 0.05, "seeds": [1]}])
     cells = expand(load_grid(path), tmp_path / "runs")

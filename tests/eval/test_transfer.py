@@ -51,8 +51,8 @@ def run(tmp_path, monkeypatch):
             episodes.append({"task_id": t.task_id, "difficulty": t.difficulty, "success": win})
         return {"episodes": episodes, "turns": []}
 
-    monkeypatch.setattr("lfo_cli.eval.loading.load_run_model", lambda *a, **k: (model, None))
-    monkeypatch.setattr("lfo_cli.models.agent_eval.evaluate_agent", fake_evaluate)
+    monkeypatch.setattr("lfo_cli.eval.transfer.load_run_model", lambda *a, **k: (model, None))
+    monkeypatch.setattr("lfo_cli.eval.transfer.evaluate_agent", fake_evaluate)
     return tmp_path / "run", seen
 
 
@@ -93,7 +93,7 @@ def test_identical_models_give_null_statistics_and_valid_json(run, monkeypatch):
             model_state["disabled"] = True
             yield
 
-    monkeypatch.setattr("lfo_cli.eval.loading.load_run_model", lambda *a, **k: (Same(), None))
+    monkeypatch.setattr("lfo_cli.eval.transfer.load_run_model", lambda *a, **k: (Same(), None))
     out = transfer_eval(run_dir, ("val",), against_base=True)
     test = out["vs_base"]["val"]
     assert model_state["disabled"] and test["wins"] == test["losses"] == 0 and test["mean_diff"] == 0
