@@ -15,6 +15,7 @@ from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, Episode
 from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.env.world import sub_seed
 from lfo_cli.models import prompts as P
+from lfo_cli.models.sampler import sample_turn
 from lfo_cli.models.trajectories import FINAL_REPLY
 
 
@@ -47,7 +48,8 @@ def evaluate_agent(
     may then be None. Episodes carry the environment's behaviour fields (auth before the first call,
     department order, phone calls, forms, invalid calls).
 
-    Each assistant turn is sampled at ``temperature`` from the chat-templated conversation and
+    Each assistant turn is sampled at ``temperature`` from the chat-templated conversation
+    (:func:`~lfo_cli.models.sampler.sample_turn`; 0 is greedy) and
     parsed with TRL's ``parse_response`` (the GRPO tool loop's parser). ``progress(done, total)`` is called
     after every generation round with the episodes finished so far out of all of ``tasks``. A turn is a *valid tool
     call* when it holds exactly one call to a known tool with an argument object. A turn without a
@@ -63,7 +65,7 @@ def evaluate_agent(
     tokenizer.padding_side = "left"
     if model is not None:
         model.eval()
-    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # one stream for the whole call: the same draws every time
     episodes, turns, samples = [], [], []
     for start in range(0, len(tasks), batch_size):
         chunk = tasks[start:start + batch_size]
@@ -82,15 +84,9 @@ def evaluate_agent(
             if generate_fn is not None:
                 generated = generate_fn(prompt_ids, temperature, max_new_tokens, seed + start)
             else:
-                batch = tokenizer.pad({"input_ids": prompt_ids}, return_tensors="pt", padding_side="left").to(model.device)
-                with torch.no_grad():
-                    out = model.generate(
-                        **batch, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                        max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                        eos_token_id=tokenizer.eos_token_id,
-                    )
-                width = batch["input_ids"].shape[1]
-                generated = [out[row, width:].tolist() for row in range(len(active))]
+                generated = sample_turn(model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+                                        eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
+                                        generator=generator)
             still = []
             for row, i in enumerate(active):
                 ids = generated[row]
