@@ -6,19 +6,21 @@ from __future__ import annotations
 
 from transformers import TrainerCallback
 
+from lfo_cli import run_record as rr
 from lfo_cli.progress import ProgressLog
 
 # (metric, label, format) shown on a training step's line, when logged.
-STEP_FIELDS = (("loss", "loss", ".4f"), ("mean_token_accuracy", "token acc", ".3f"), ("reward", "reward", ".3f"), ("frac_reward_zero_std", "zero-var groups", ".2f"),
-               ("losses/policy", "policy loss", ".4f"), ("losses/wm", "wm loss", ".3f"),
-               ("wm/token_acc", "wm acc", ".3f"), ("grad_norm/policy", "|g| policy", ".3g"),
+STEP_FIELDS = (("loss", "loss", ".4f"), ("mean_token_accuracy", "token acc", ".3f"), (rr.REWARD, "reward", ".3f"),
+               (rr.FRAC_REWARD_ZERO_STD, "zero-var groups", ".2f"),
+               (rr.LOSS_POLICY, "policy loss", ".4f"), (rr.LOSS_WM, "wm loss", ".3f"),
+               (rr.WM_TOKEN_ACC, "wm acc", ".3f"), (rr.GRAD_POLICY, "|g| policy", ".3g"),
                ("step_time", "s/step", ".1f"))
-VAL_FIELDS = (("val/success", "success", ".3f"), ("val/success/d1", "d1", ".3f"), ("val/success/d2", "d2", ".3f"),
-              ("val/exception_field_own", "exception field (own dept)", ".3f"),
-              ("val/wm_semantic_acc", "wm names the fields", ".3f"),
-              ("val/probe_rate", "probes", ".3f"),
-              ("heldout/success/d1", "held-out d1", ".3f"), ("heldout/success/d2", "held-out d2", ".3f"),
-              ("heldout/probe_rate", "held-out probes", ".3f"))
+VAL_FIELDS = ((rr.VAL_SUCCESS, "success", ".3f"), (rr.VAL_SUCCESS_D1, "d1", ".3f"), (rr.VAL_SUCCESS_D2, "d2", ".3f"),
+              (rr.VAL_EXCEPTION_FIELD_OWN, "exception field (own dept)", ".3f"),
+              (rr.VAL_WM_SEMANTIC_ACC, "wm names the fields", ".3f"),
+              (rr.VAL_PROBE_RATE, "probes", ".3f"),
+              (rr.HELDOUT_SUCCESS_D1, "held-out d1", ".3f"), (rr.HELDOUT_SUCCESS_D2, "held-out d2", ".3f"),
+              (rr.HELDOUT_PROBE_RATE, "held-out probes", ".3f"))
 
 
 def _fields(logs: dict, fields) -> str:
@@ -28,7 +30,7 @@ def _fields(logs: dict, fields) -> str:
 
 def format_log(logs: dict, step: int, max_steps: int) -> str | None:
     """One line for a log row: validation, the run's end, or a training step; None for nothing to show."""
-    if any(k.startswith("val/") for k in logs):
+    if any(k.startswith(rr.VAL_PREFIX) for k in logs):
         return f"validation @ step {step}: " + _fields(logs, VAL_FIELDS)
     if "train_runtime" in logs:
         return f"trained {step} steps in {logs['train_runtime']:.0f} s"

@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 
 
@@ -180,9 +181,9 @@ def run_metadata(seed: int | None = None, config: Any = None) -> dict[str, Any]:
     """What every run records: resolved config, seed, versions, git commit, interpreter, platform."""
     return {
         "seed": seed,
-        "config": config,
+        rr.RUN_CONFIG: config,
         "versions": package_versions(),
-        "git_commit": git_commit(),
+        rr.GIT_COMMIT: git_commit(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "argv": sys.argv,

@@ -29,36 +29,35 @@ from pathlib import Path
 
 import yaml
 
+from lfo_cli import run_record as rr
 from lfo_cli.ablate.grid import Cell, Grid, cell_argv, format_value
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_text
 from lfo_cli.progress import ProgressLog
 
-COMPLETE_MARKER = ".complete"
-
 
 def is_complete(run_dir: Path) -> bool:
-    if (run_dir / COMPLETE_MARKER).exists():
+    if (run_dir / rr.COMPLETE_MARKER).exists():
         return True
-    summary = run_dir / "summary.json"
+    summary = run_dir / rr.SUMMARY_FILE
     if not summary.is_file():
         return False
     try:
         import json
 
-        return json.loads(summary.read_text(encoding="utf-8")).get("status") == "complete"
+        return json.loads(summary.read_text(encoding="utf-8")).get(rr.STATUS) == rr.STATUS_COMPLETE
     except (ValueError, OSError, AttributeError):
         return False
 
 
 def is_started(run_dir: Path) -> bool:
-    return (run_dir / "recipe.yaml").is_file()
+    return (run_dir / rr.RECIPE_FILE).is_file()
 
 
 def check_existing(cells: list[Cell]) -> None:
     """A run dir that already holds a run must hold *this* cell's recipe (else results would mix)."""
     for cell in cells:
-        recorded = cell.run_dir / "recipe.yaml"
+        recorded = cell.run_dir / rr.RECIPE_FILE
         if not cell.resolved or not recorded.is_file():
             continue
         try:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lfo_cli import run_record as rr
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.eval.export import export_run
@@ -32,7 +33,7 @@ def export(
 
       lfo export runs/dual_s3 --out exports/dual_s3_adapters --json
     """
-    if not (run_dir / "summary.json").is_file():
+    if not (run_dir / rr.SUMMARY_FILE).is_file():
         raise LfoError(f"{run_dir}: not a finished run (no summary.json)")
     result = export_run(run_dir, out, merge=merge)
     if json_out:

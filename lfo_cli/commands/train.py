@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from lfo_cli import recipes
+from lfo_cli import run_record as rr
 from lfo_cli.ablate.runner import is_complete  # the one definition of a finished run
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.env.world_files import world_fingerprint
@@ -86,15 +87,15 @@ def _continue_into(source: Path, out: Path, rec) -> Path:
 
     if out.exists() and any(out.iterdir()):
         raise LfoError(f"{out} already exists; --resume RUN --out NEW needs a new dir")
-    if not any(source.glob("checkpoint-*")):
+    if not any(source.glob(f"{rr.CHECKPOINT_PREFIX}*")):
         raise LfoError(f"{source} has no checkpoint to continue from")
     tmp = out.with_name(f".{out.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns("summary.json"))
-    atomic_write_text(tmp / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
-    meta = read_json(tmp / "run.json") if (tmp / "run.json").is_file() else {}
-    meta.update(config=rec.resolved, continued_from=str(source))
-    atomic_write_json(tmp / "run.json", meta)
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(rr.SUMMARY_FILE))
+    atomic_write_text(tmp / rr.RECIPE_FILE, yaml.safe_dump(rec.resolved, sort_keys=False))
+    meta = read_json(tmp / rr.RUN_FILE) if (tmp / rr.RUN_FILE).is_file() else {}
+    meta.update({rr.RUN_CONFIG: rec.resolved, "continued_from": str(source)})
+    atomic_write_json(tmp / rr.RUN_FILE, meta)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists():
         out.rmdir()
@@ -148,7 +149,7 @@ def train(
         if set_ and out is None:
             raise LfoError("--resume RUN --set ... changes a run: continue it into a new dir with --out NEW")
         mapping = recipes.read_run_recipe(resume)
-        name = read_json(resume / "run.json").get("recipe", resume.name) if (resume / "run.json").is_file() else resume.name
+        name = read_json(resume / rr.RUN_FILE).get(rr.RUN_RECIPE, resume.name) if (resume / rr.RUN_FILE).is_file() else resume.name
         if out is None and is_complete(resume):
             # A finished run is never modified: say so and leave it as it is.
             typer.echo(f"{resume} is complete; nothing to resume. To train further, continue it into a new dir: "
@@ -176,18 +177,18 @@ def train(
         if out is None and _rank() > 0:
             raise LfoError("under `accelerate launch`, pass --out so every process uses the same run dir")
         run_dir = out or Path("runs") / f"{Path(rec.name).stem}_s{run_seed}_{time.strftime('%Y%m%d-%H%M%S')}"
-        if _rank() == 0 and (run_dir / "recipe.yaml").exists():
+        if _rank() == 0 and (run_dir / rr.RECIPE_FILE).exists():
             raise LfoError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
         prepared = _prepare(rec, run_dir)
         if _rank() == 0:  # under accelerate/torchrun only the main process owns the run dir's metadata
             run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(run_dir / "recipe.yaml", yaml.safe_dump(rec.resolved, sort_keys=False))
+            atomic_write_text(run_dir / rr.RECIPE_FILE, yaml.safe_dump(rec.resolved, sort_keys=False))
             meta = run_metadata(seed=getattr(rec.config, "seed", None), config=rec.resolved)
-            meta.update(recipe=rec.name, recipe_chain=rec.chain, kind=rec.kind)
+            meta.update({rr.RUN_RECIPE: rec.name, "recipe_chain": rec.chain, "kind": rec.kind})
             data_dir = (rec.resolved.get("data") or {}).get("dir")
             if data_dir is not None:  # the world it trains on: evaluations find it, and refuse another
-                meta["world"] = {"dir": str(Path(data_dir).resolve()), "fingerprint": world_fingerprint(data_dir)}
-            atomic_write_json(run_dir / "run.json", meta)
+                meta[rr.RUN_WORLD] = {"dir": str(Path(data_dir).resolve()), "fingerprint": world_fingerprint(data_dir)}
+            atomic_write_json(run_dir / rr.RUN_FILE, meta)
 
     runner = _runner(rec.kind)
     summary = runner(rec.config, run_dir, resume=resume is not None, **prepared)

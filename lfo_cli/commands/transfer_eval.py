@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lfo_cli import run_record as rr
 from lfo_cli.commands._common import JsonOpt, SeedOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.eval.transfer import eval_file_name, eval_parameters
@@ -58,7 +59,7 @@ def transfer_eval(
     params = eval_parameters(splits, samples=samples, max_tasks=max_tasks, temperature=temperature, seed=seed,
                              backend=backend, data_dir=data_dir, difficulties=tuple(difficulty) if difficulty else None,
                              against_base=against_base)
-    target = out or Path(run_dir) / "evals" / eval_file_name(params)
+    target = out or Path(run_dir) / rr.EVALS_DIR / eval_file_name(params)
     if target.exists():  # checked before the (long) evaluation
         raise LfoError(f"{target} exists (an evaluation with these parameters); --out FILE writes another")
     with ProgressLog("transfer-eval", None, unit="episode", enabled=not json_out) as plog:

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from lfo_cli import run_record as rr
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
@@ -119,8 +120,8 @@ def train_cmd(
                       curriculum_window=curriculum_window, reward_weights=_parse_weights(reward_weights), seed=seed,
                       log_every=log_every, save_every=save_every, eval_episodes=eval_episodes, threads=threads)
     base = _load_yaml(config)
-    if resume and (out / "config.json").is_file():
-        base = {**read_json(out / "config.json"), **base}
+    if resume and (out / rr.WMIL_CONFIG_FILE).is_file():
+        base = {**read_json(out / rr.WMIL_CONFIG_FILE), **base}
     cfg = WMILConfig.from_dict({**base, **over})
     summary = train(cfg, out, resume=resume, force=force, progress=progress and not json_out, quiet=json_out)
     if json_out:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.env import catalogue as cat
 from lfo_cli.env.world import Company, WorldData
 
@@ -47,9 +48,9 @@ def form_specificity(world: WorldData, episodes: Iterable[dict[str, Any]]) -> di
             (own if dept == first else other).append(bool(fields & set(extra)))
     out: dict[str, float] = {"exception_pairs_own": float(len(own)), "exception_pairs_other": float(len(other))}
     if sizes:
-        out["form_size"] = sum(sizes) / len(sizes)
+        out[rr.FORM_SIZE] = sum(sizes) / len(sizes)
     if own:
-        out["exception_field_own"] = sum(own) / len(own)
+        out[rr.EXCEPTION_FIELD_OWN] = sum(own) / len(own)
     if other:
-        out["exception_field_other"] = sum(other) / len(other)
+        out[rr.EXCEPTION_FIELD_OTHER] = sum(other) / len(other)
     return out

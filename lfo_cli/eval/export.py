@@ -20,12 +20,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
-from lfo_cli.eval.loading import WORLD_MODEL_DIR, base_model_of, load_run_model
+from lfo_cli.eval.loading import base_model_of, load_run_model
 from lfo_cli.io import atomic_dir, atomic_write_text
 from lfo_cli.models.registry import load_model
-
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 def export_run(run_dir: str | Path, out: str | Path, *, merge: bool = False) -> dict:
@@ -33,7 +32,7 @@ def export_run(run_dir: str | Path, out: str | Path, *, merge: bool = False) -> 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise LfoError(f"{out} already exists; choose a new --out (an export never overwrites)")
     base = base_model_of(run_dir)
-    has_wm = (run_dir / WORLD_MODEL_DIR / "adapter_config.json").is_file()
+    has_wm = (run_dir / rr.WORLD_MODEL_DIR / rr.ADAPTER_CONFIG_FILE).is_file()
     with atomic_dir(out) as tmp:
         if merge:
             model, tokenizer = load_run_model(run_dir, "policy")
@@ -47,19 +46,19 @@ def export_run(run_dir: str | Path, out: str | Path, *, merge: bool = False) -> 
             model.save_pretrained(tmp / "base", safe_serialization=True)
             tokenizer.save_pretrained(tmp / "base")
             tokenizer.save_pretrained(tmp)
-            for name, src in (("policy", run_dir), ("world_model", run_dir / WORLD_MODEL_DIR)):
+            for name, src in (("policy", run_dir), ("world_model", run_dir / rr.WORLD_MODEL_DIR)):
                 if name == "world_model" and not has_wm:
                     continue
                 (tmp / name).mkdir()
-                for f in ADAPTER_FILES:
+                for f in rr.ADAPTER_FILES:
                     shutil.copy2(src / f, tmp / name / f)
-                cfg_path = tmp / name / "adapter_config.json"
+                cfg_path = tmp / name / rr.ADAPTER_CONFIG_FILE
                 cfg = json.loads(cfg_path.read_text())
                 cfg["base_model_name_or_path"] = str((out / "base").resolve())  # right where it was exported
                 atomic_write_text(cfg_path, json.dumps(cfg, indent=2) + "\n")
             files = "base/, policy/" + (", world_model/" if has_wm else "") + ", tokenizer files"
             load = f'PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{out}/base"), "{out}/policy")'
-        validate_export(tmp, merged=merge, adapters={"policy": run_dir} | ({"world_model": run_dir / WORLD_MODEL_DIR}
+        validate_export(tmp, merged=merge, adapters={"policy": run_dir} | ({"world_model": run_dir / rr.WORLD_MODEL_DIR}
                                                                         if has_wm and not merge else {}))
         atomic_write_text(tmp / "README.md", f"# {run_dir.name}, exported by `lfo export`\n\nFrom `{run_dir}` "
                           f"(base `{base}`){' with the policy adapter merged' if merge else ''}.\n\n"
@@ -104,15 +103,15 @@ def _check_adapter(path: Path, base_config: Any, source: Path) -> None:
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    weights = source / ADAPTER_FILES[1]
+    weights = source / rr.ADAPTER_WEIGHTS_FILE
     try:
-        tensors = load_file(path / ADAPTER_FILES[1])  # checks the header, and that the data covers it
+        tensors = load_file(path / rr.ADAPTER_WEIGHTS_FILE)  # checks the header, and that the data covers it
     except Exception as exc:  # noqa: BLE001
         raise LfoError(f"{weights}: corrupt or truncated adapter weights ({_first_line(exc)}); nothing was exported") from None
     try:
         config = PeftConfig.from_pretrained(str(path))
     except Exception as exc:  # noqa: BLE001
-        raise LfoError(f"{source / ADAPTER_FILES[0]}: unreadable adapter config ({_first_line(exc)}); "
+        raise LfoError(f"{source / rr.ADAPTER_CONFIG_FILE}: unreadable adapter config ({_first_line(exc)}); "
                        "nothing was exported") from None
     # Shapes only (meta tensors: no memory, no initialisation); PEFT's note that the config names another
     # base path is expected here and not the user's to act on.
@@ -135,7 +134,7 @@ def validate_export(out: Path, *, merged: bool, adapters: dict[str, Path]) -> No
 
     out = Path(out)
     if merged:
-        _check_model_dir(out, next(iter(adapters.values())) / ADAPTER_FILES[1])
+        _check_model_dir(out, next(iter(adapters.values())) / rr.ADAPTER_WEIGHTS_FILE)
     else:
         base_config = _check_model_dir(out / "base", out / "base")
         for name, source in adapters.items():

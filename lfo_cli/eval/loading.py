@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.env import load_world
 from lfo_cli.env.world_files import MANIFEST_FILE, world_fingerprint
 from lfo_cli.errors import LfoError
@@ -15,13 +16,12 @@ from lfo_cli.models.registry import default_device, load_model
 from lfo_cli.recipes import read_run_recipe
 
 POLICY_DIR = "."
-WORLD_MODEL_DIR = "world_model"
 
 
 def _adapter_dir(run_dir: Path, which: str) -> Path:
-    path = run_dir if which == "policy" else run_dir / WORLD_MODEL_DIR
-    if not (path / "adapter_config.json").is_file():
-        raise LfoError(f"{run_dir}: no {which} adapter (expected {path / 'adapter_config.json'}); is the run finished?")
+    path = run_dir if which == "policy" else run_dir / rr.WORLD_MODEL_DIR
+    if not (path / rr.ADAPTER_CONFIG_FILE).is_file():
+        raise LfoError(f"{run_dir}: no {which} adapter (expected {path / rr.ADAPTER_CONFIG_FILE}); is the run finished?")
     return path
 
 
@@ -35,8 +35,8 @@ def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None):
     run's ``run.json`` is refused (it would evaluate the run on tasks it never saw, silently)."""
     run_dir = Path(run_dir)
     recorded = {}
-    if (run_dir / "run.json").is_file():
-        recorded = read_json(run_dir / "run.json").get("world") or {}
+    if (run_dir / rr.RUN_FILE).is_file():
+        recorded = read_json(run_dir / rr.RUN_FILE).get(rr.RUN_WORLD) or {}
     want = recorded.get("fingerprint")
     named = f"world {want}" if want else "a world not recorded in its run.json"
     if data_dir is None:
@@ -59,16 +59,16 @@ def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None):
 def base_model_of(run_dir: str | Path, which: str = "policy") -> str:
     """The run's base model on this machine: the path its adapters were trained on when it still exists,
     else the portable reference in summary.json resolved here (`lfo_cli.models.base_ref`)."""
-    cfg_path = _adapter_dir(Path(run_dir), which) / "adapter_config.json"
+    cfg_path = _adapter_dir(Path(run_dir), which) / rr.ADAPTER_CONFIG_FILE
     try:
         base = json.loads(cfg_path.read_text())["base_model_name_or_path"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise LfoError(f"{cfg_path}: corrupt adapter config ({exc})") from None
-    summary = Path(run_dir) / "summary.json"
+    summary = Path(run_dir) / rr.SUMMARY_FILE
     ref = None
     if summary.is_file():
         try:
-            ref = json.loads(summary.read_text()).get("base_model_ref")
+            ref = json.loads(summary.read_text()).get(rr.BASE_MODEL_REF)
         except (json.JSONDecodeError, AttributeError) as exc:
             raise LfoError(f"{summary}: corrupt summary ({exc})") from None
     return resolve_ref(ref, base) if ref else base
@@ -84,7 +84,7 @@ def load_run_model(run_dir: str | Path, which: str = "policy", dtype: str = "flo
     try:
         peft_model = PeftModel.from_pretrained(model, str(adapter), adapter_name=which)
     except Exception as exc:  # noqa: BLE001 - safetensors/PEFT raise many kinds for a damaged file
-        weights = adapter / "adapter_model.safetensors"
+        weights = adapter / rr.ADAPTER_WEIGHTS_FILE
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LfoError(f"{weights if weights.exists() else adapter}: cannot load the {which} adapter "
                        f"(corrupt or truncated? {first})") from None

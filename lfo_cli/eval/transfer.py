@@ -35,6 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 from lfo_cli.eval.vllm_backend import vllm_generate_fn
@@ -103,7 +104,7 @@ def eval_file_name(parameters: dict[str, Any]) -> str:
     """The file an evaluation is saved as, named by its parameters (so another evaluation never overwrites it),
     e.g. ``transfer_eval-transfer+val-k1-T1-seed0.json``; ``data_dir`` is recorded in the file, not the name."""
     p = parameters
-    parts = ["transfer_eval", "+".join(p["splits"]), f"k{p['samples']}", f"T{p['temperature']:g}", f"seed{p['seed']}"]
+    parts = [rr.TRANSFER_EVAL_STEM, "+".join(p["splits"]), f"k{p['samples']}", f"T{p['temperature']:g}", f"seed{p['seed']}"]
     if p["difficulties"]:
         parts.append("d" + "".join(str(d) for d in p["difficulties"]))
     if p["max_tasks"]:

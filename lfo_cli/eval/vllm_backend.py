@@ -12,6 +12,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.eval.loading import base_model_of
 from lfo_cli.models.registry import load_tokenizer, resolve
@@ -37,7 +38,7 @@ def vllm_generate_fn(run_dir: str | Path):
 
     run_dir = Path(run_dir)
     base = resolve(base_model_of(run_dir, "policy"))
-    rank = int(json.loads((run_dir / "adapter_config.json").read_text())["r"])
+    rank = int(json.loads((run_dir / rr.ADAPTER_CONFIG_FILE).read_text())["r"])
     llm = LLM(model=str(base), enable_lora=True, max_lora_rank=max(rank, 8), max_loras=1, dtype="bfloat16")
     lora = LoRARequest("policy", 1, str(run_dir))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, Episode
 from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.env.world import sub_seed
@@ -138,20 +139,20 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) ->
     out: dict[str, Any] = {
         "eval/assistant_turns": len(turns),
         "eval/call_turns": len(call_turns),  # the valid-call rate's denominator (turns other than the final reply)
-        "eval/valid_tool_call_rate": sum(t["valid_tool_call"] for t in call_turns) / max(1, len(call_turns)),
-        "eval/wellformed_turn_rate": sum(t["valid_tool_call"] or t["final_reply"] for t in turns) / max(1, len(turns)),
-        "eval/success_rate": sum(e["success"] for e in eps) / max(1, len(eps)),
-        "eval/episodes": len(eps),
+        rr.EVAL_VALID_TOOL_CALL_RATE: sum(t["valid_tool_call"] for t in call_turns) / max(1, len(call_turns)),
+        rr.EVAL_WELLFORMED_TURN_RATE: sum(t["valid_tool_call"] or t["final_reply"] for t in turns) / max(1, len(turns)),
+        rr.EVAL_SUCCESS_RATE: sum(e["success"] for e in eps) / max(1, len(eps)),
+        rr.EVAL_EPISODES: len(eps),
     }
     by = defaultdict(list)
     for e in eps:
         by[e["difficulty"]].append(e["success"])
     for d, v in sorted(by.items()):
-        out[f"eval/success_d{d}"] = sum(v) / len(v)
-        out[f"eval/episodes_d{d}"] = len(v)
+        out[f"{rr.EVAL_SUCCESS_AT}{d}"] = sum(v) / len(v)
+        out[f"{rr.EVAL_EPISODES_AT}{d}"] = len(v)
     if eps and any("first_call" in e for e in eps):  # share of episodes by where the first call went
         for outcome in (*FIRST_CALL_OUTCOMES, None):
-            out[f"eval/first_call/{outcome or 'none'}"] = sum(e.get("first_call") == outcome for e in eps) / len(eps)
+            out[f"{rr.EVAL_FIRST_CALL_PREFIX}{outcome or 'none'}"] = sum(e.get("first_call") == outcome for e in eps) / len(eps)
     lo = [e["success"] for e in eps if e["difficulty"] <= 2]
     hi = [e["success"] for e in eps if e["difficulty"] >= 3]
     out["eval/success_d1_2"] = sum(lo) / len(lo) if lo else None
@@ -161,6 +162,6 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) ->
         for t in teacher:
             tb[t["difficulty"]].append(t["reward"] >= 1.0)
         for d, v in sorted(tb.items()):
-            out[f"teacher/success_d{d}"] = sum(v) / len(v)
+            out[f"{rr.TEACHER_SUCCESS_AT}{d}"] = sum(v) / len(v)
     return out
 

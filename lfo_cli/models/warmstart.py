@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.console import use_lfo_progress
 from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.errors import LfoError
@@ -65,7 +66,7 @@ def _metrics_callback(path: Path, deadline: float | None):
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs:
-                row = {"step": state.global_step, "epoch": state.epoch}
+                row = {rr.STEP: state.global_step, "epoch": state.epoch}
                 for k, v in logs.items():
                     if isinstance(v, (int, float)) and math.isfinite(v):
                         key = k if "/" in k else (f"losses/{k}" if "loss" in k else f"charts/{k}")
@@ -114,7 +115,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     t_start = time.time()
-    atomic_write_json(out_dir / "run_metadata.json", run_metadata(cfg.seed, config_to_dict(cfg)))
+    atomic_write_json(out_dir / rr.RUN_METADATA_FILE, run_metadata(cfg.seed, config_to_dict(cfg)))
 
     model, tokenizer = load_model(cfg.model.name, dtype=cfg.model.dtype)
     tools = P.tool_schemas(CustomerServiceEnv)
@@ -191,7 +192,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         activation_checkpointing=False,  # TRL's SFT default recomputes activations: ~1/3 more compute, no need here
         train_sampling_strategy="group_by_length",  # similar lengths per batch: far less padding on CPU
     )
-    guard = _metrics_callback(out_dir / "metrics.jsonl", deadline)
+    guard = _metrics_callback(out_dir / rr.METRICS_FILE, deadline)
     trainer_cls = SFTTrainer
     if reply_tools:  # a world-model warm start: + weight x the replies' cross-entropy (lfo_cli.models.reply_loss)
         trainer_cls = reply_loss_trainer(cfg.train.reply_loss_weight)
@@ -218,11 +219,11 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         trained.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
     train_stats = {
-        "train/steps": trainer.state.global_step,
-        "train/planned_steps": planned,  # what the recipe defines: a cached model has trained all of them
-        "train/threads": torch.get_num_threads(),
-        "train/loss": float(train_out.training_loss),
-        "train/seconds": round(time.time() - t_start, 1),
+        rr.TRAIN_STEPS: trainer.state.global_step,
+        rr.TRAIN_PLANNED_STEPS: planned,  # what the recipe defines: a cached model has trained all of them
+        rr.TRAIN_THREADS: torch.get_num_threads(),
+        rr.TRAIN_LOSS: float(train_out.training_loss),
+        rr.TRAIN_SECONDS: round(time.time() - t_start, 1),
     }
 
     # ---- evaluation ----
@@ -244,7 +245,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
                 progress=episode_progress(plog),
             )
         summary.update(summarize_eval(result, teacher))
-        summary["eval/temperature"] = cfg.eval.temperature
+        summary[rr.EVAL_TEMPERATURE] = cfg.eval.temperature
         summary["eval/samples_per_task"] = cfg.eval.samples_per_task
         summary["eval/seconds"] = round(time.time() - t_eval, 1)
         atomic_write_jsonl(out_dir / "eval_episodes.jsonl", result["episodes"])
@@ -252,12 +253,12 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         write_eval_tables(out_dir, summary)
     summary["total_seconds"] = round(time.time() - t_start, 1)
     summary["model_dir"] = "model"  # relative to the run dir
-    atomic_write_json(out_dir / "summary.json", summary)
+    atomic_write_json(out_dir / rr.SUMMARY_FILE, summary)
     if not _in_cache(out_dir):
         summary["cache_dir"] = str(register_in_cache(cfg, out_dir) or warmstart_cache_path(cfg))
     print_summary(summary)
     if cfg.eval.min_valid_rate is not None and cfg.eval.num_tasks > 0:
-        rate = summary["eval/valid_tool_call_rate"]
+        rate = summary[rr.EVAL_VALID_TOOL_CALL_RATE]
         if rate < cfg.eval.min_valid_rate:
             raise LfoError(f"valid tool-call rate {rate:.1%} is below eval.min_valid_rate={cfg.eval.min_valid_rate:.0%}")
     return summary

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.env.world_files import MANIFEST_FILE
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
@@ -82,8 +83,8 @@ def entry_state(path: Path) -> tuple[str, dict[str, Any]]:
     info = cache.entry_info(path)
     if info is None:
         return "not built", {}
-    steps, planned = info.get("train/steps"), info.get("train/planned_steps")
-    if info.get("train/stopped_by_budget") or (isinstance(planned, int) and isinstance(steps, int) and steps < planned):
+    steps, planned = info.get(rr.TRAIN_STEPS), info.get(rr.TRAIN_PLANNED_STEPS)
+    if info.get(rr.TRAIN_STOPPED_BY_BUDGET) or (isinstance(planned, int) and isinstance(steps, int) and steps < planned):
         return "budget-stopped", info
     if info.get("key") != Path(path).name:
         return "foreign", info
@@ -96,7 +97,7 @@ def check_entry(path: Path, name: str, recipe: str | None = None) -> dict[str, A
     state, info = entry_state(path)
     rebuild = f"rebuild it with `lfo models build {recipe or name} --force`"
     if state == "budget-stopped":
-        steps = info.get("train/steps")
+        steps = info.get(rr.TRAIN_STEPS)
         raise LfoError(f"warm start '{name}' at {path} stopped at its time budget after {steps} SFT steps: not the "
                        f"model its recipe defines; {rebuild}")
     if state == "foreign":
@@ -115,9 +116,9 @@ def register_in_cache(cfg: WarmStartConfig, out_dir: Path) -> Path | None:
 
     def _copy(tmp: Path) -> dict:
         shutil.copytree(Path(out_dir) / "model", tmp / "model")
-        summary = read_json(Path(out_dir) / "summary.json") if (Path(out_dir) / "summary.json").is_file() else {}
-        run = read_json(Path(out_dir) / "run.json") if (Path(out_dir) / "run.json").is_file() else {}
-        recipe = Path(str(run.get("recipe"))).stem if run.get("recipe") else None
+        summary = read_json(Path(out_dir) / rr.SUMMARY_FILE) if (Path(out_dir) / rr.SUMMARY_FILE).is_file() else {}
+        run = read_json(Path(out_dir) / rr.RUN_FILE) if (Path(out_dir) / rr.RUN_FILE).is_file() else {}
+        recipe = Path(str(run.get(rr.RUN_RECIPE))).stem if run.get(rr.RUN_RECIPE) else None
         return {**summary, "recipe": recipe, "key": path.name, "copied_from": str(out_dir)}
 
     return cache.build_once(path, _copy)
@@ -155,8 +156,8 @@ def list_warmstarts() -> list[dict[str, Any]]:
         seconds = info.get("total_seconds")
         rows.append({
             "recipe": info.get("recipe"), "key": path.name, "state": state, "path": str(path),
-            "steps": info.get("train/steps"), "planned_steps": info.get("train/planned_steps"),
-            "threads": info.get("train/threads"), "built_at": info.get("built_at"),
+            "steps": info.get(rr.TRAIN_STEPS), "planned_steps": info.get(rr.TRAIN_PLANNED_STEPS),
+            "threads": info.get(rr.TRAIN_THREADS), "built_at": info.get("built_at"),
             "minutes": round(seconds / 60, 1) if isinstance(seconds, (int, float)) else None,
             "size_bytes": cache.dir_size(path),
         })

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.io import atomic_write_text
 
 
@@ -16,13 +17,14 @@ def write_eval_tables(out_dir: Path, summary: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    diffs = sorted({int(k.rsplit("_d", 1)[1]) for k in summary if k.startswith("eval/success_d") and "_" not in k.rsplit("_d", 1)[1]})
+    diffs = sorted({int(k.rsplit("_d", 1)[1]) for k in summary
+                    if k.startswith(rr.EVAL_SUCCESS_AT) and "_" not in k.rsplit("_d", 1)[1]})
     df = pd.DataFrame(
         {
             "difficulty": diffs,
-            "episodes": [summary.get(f"eval/episodes_d{d}") for d in diffs],
-            "model_success": [summary.get(f"eval/success_d{d}") for d in diffs],
-            "teacher_success": [summary.get(f"teacher/success_d{d}") for d in diffs],
+            "episodes": [summary.get(f"{rr.EVAL_EPISODES_AT}{d}") for d in diffs],
+            "model_success": [summary.get(f"{rr.EVAL_SUCCESS_AT}{d}") for d in diffs],
+            "teacher_success": [summary.get(f"{rr.TEACHER_SUCCESS_AT}{d}") for d in diffs],
         }
     )
     atomic_write_text(out_dir / "eval_by_difficulty.csv", df.to_csv(index=False))
@@ -35,7 +37,7 @@ def write_eval_tables(out_dir: Path, summary: dict[str, Any]) -> None:
     ax.set_ylabel("val success")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=7)
-    ax.set_title(f"valid tool calls: {summary['eval/valid_tool_call_rate']:.1%}")
+    ax.set_title(f"valid tool calls: {summary[rr.EVAL_VALID_TOOL_CALL_RATE]:.1%}")
     fig.tight_layout()
     tmp = out_dir / ".eval_by_difficulty.png.tmp"
     fig.savefig(tmp, format="png", dpi=120)
@@ -57,18 +59,18 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         label = f"d{ds[0]}-{ds[-1]}" if ds == list(range(ds[0], ds[-1] + 1)) and len(ds) > 1 else ", ".join(f"d{d}" for d in ds)
         return f"{label}: " + " / ".join(v for _, v in got)
 
-    by_d, teacher = by_difficulty("eval/success_d"), by_difficulty("teacher/success_d")
+    by_d, teacher = by_difficulty(rr.EVAL_SUCCESS_AT), by_difficulty(rr.TEACHER_SUCCESS_AT)
     rows = [
-        ("SFT", f"{f('train/steps', 'd') or '?'} steps, {f('train/seconds', '.0f') or '?'} s, final loss "
-                f"{f('train/loss', '.3f') or '?'}"),
+        ("SFT", f"{f(rr.TRAIN_STEPS, 'd') or '?'} steps, {f(rr.TRAIN_SECONDS, '.0f') or '?'} s, final loss "
+                f"{f(rr.TRAIN_LOSS, '.3f') or '?'}"),
         ("data", f"{f('data/trajectories', 'd')} trajectories -> {f('data/sequences', 'd')} sequences"
                  if f("data/trajectories", "d") and f("data/sequences", "d") else None),
-        ("valid tool calls", f("eval/valid_tool_call_rate")),
-        ("well-formed turns", f("eval/wellformed_turn_rate")),
-        ("success", f("eval/success_rate")),
+        ("valid tool calls", f(rr.EVAL_VALID_TOOL_CALL_RATE)),
+        ("well-formed turns", f(rr.EVAL_WELLFORMED_TURN_RATE)),
+        ("success", f(rr.EVAL_SUCCESS_RATE)),
         ("success by difficulty", by_d),
         ("the teacher, by difficulty", teacher),
-        ("first call: right department", f("eval/first_call/right_department")),
+        ("first call: right department", f(rr.EVAL_FIRST_CALL_RIGHT)),
     ]
     return [(k, v) for k, v in rows if v]
 
@@ -77,8 +79,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    eps = summary.get("eval/episodes")
-    title = (f"warm start: {eps} val episodes at temperature {summary.get('eval/temperature', 1.0):.1f}" if eps
+    eps = summary.get(rr.EVAL_EPISODES)
+    title = (f"warm start: {eps} val episodes at temperature {summary.get(rr.EVAL_TEMPERATURE, 1.0):.1f}" if eps
              else "warm start")
     table = Table(title=title, caption="every metric: summary.json")
     table.add_column("metric")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lfo_cli import run_record as rr
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import est, md_table, num
 from lfo_cli.report.format import finite as _finite
@@ -18,17 +19,17 @@ def lambda_section(rep: Report, cs: Conditions, cond_df, pd, plt) -> None:
     W = rep.writer
     conds, role, cvals, varying = cs.conds, cs.role, cs.cvals, cs.varying
     rep.md.append("### World-model loss weight lambda (the design's ablation 1)\n")
-    coefs = sorted({cvals[c].get("wm.coef") for c in conds if _finite(cvals[c].get("wm.coef"))})
-    if "wm.coef" in varying and len(coefs) >= 2:
-        others = [k for k in varying if k != "wm.coef"]
+    coefs = sorted({cvals[c].get(rr.WM_COEF) for c in conds if _finite(cvals[c].get(rr.WM_COEF))})
+    if rr.WM_COEF in varying and len(coefs) >= 2:
+        others = [k for k in varying if k != rr.WM_COEF]
         lam_rows = []
         for c in conds:
             row = cond_df[cond_df.condition == c].iloc[0]
             group = ", ".join(f"{k}={cvals[c].get(k)}" for k in others if not k.startswith("wm.") or role[c] == "dual")
             for m in ("final_success", "auc", "wm_token_acc"):
-                lam_rows.append({"group": group or "all", "wm.coef": float(cvals[c]["wm.coef"]), "metric": m,
+                lam_rows.append({"group": group or "all", rr.WM_COEF: float(cvals[c][rr.WM_COEF]), "metric": m,
                                  "mean": row[m], "ci_low": row[f"{m}_low"], "ci_high": row[f"{m}_high"], "n": row["n"]})
-        lam = pd.DataFrame(lam_rows).sort_values(["group", "metric", "wm.coef"], kind="stable")
+        lam = pd.DataFrame(lam_rows).sort_values(["group", "metric", rr.WM_COEF], kind="stable")
         W.csv("lambda.csv", lam)
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
         for ax, m, title in zip(axes, ("final_success", "auc", "wm_token_acc"),
@@ -39,9 +40,9 @@ def lambda_section(rep: Report, cs: Conditions, cond_df, pd, plt) -> None:
                 if sub.empty:
                     continue
                 err = [(sub["mean"] - sub.ci_low).fillna(0).clip(lower=0), (sub.ci_high - sub["mean"]).fillna(0).clip(lower=0)]
-                ax.errorbar(sub["wm.coef"], sub["mean"], yerr=err, marker="o", capsize=3, color=f"C{i % 10}", label=g)
+                ax.errorbar(sub[rr.WM_COEF], sub["mean"], yerr=err, marker="o", capsize=3, color=f"C{i % 10}", label=g)
             ax.set_xscale("symlog", linthresh=0.1)
-            ax.set_xlabel("wm.coef (lambda)")
+            ax.set_xlabel(f"{rr.WM_COEF} (lambda)")
             ax.set_title(title, fontsize=9)
         axes[0].legend(fontsize=6)
         fig.tight_layout()
@@ -52,8 +53,8 @@ def lambda_section(rep: Report, cs: Conditions, cond_df, pd, plt) -> None:
                       "compare the CIs before calling it best.")
         rep.summary["lambda"] = lam_rows
     else:
-        rep.md.append("Skipped: fewer than two wm.coef values among the runs.")
-        rep.notes.append("Lambda curve: fewer than two wm.coef values among the runs.")
+        rep.md.append(f"Skipped: fewer than two {rr.WM_COEF} values among the runs.")
+        rep.notes.append(f"Lambda curve: fewer than two {rr.WM_COEF} values among the runs.")
 
 
 def ablation_tables(rep: Report, cs: Conditions, cond_df, eff_df, pd) -> None:
@@ -67,7 +68,7 @@ def ablation_tables(rep: Report, cs: Conditions, cond_df, eff_df, pd) -> None:
             r = cond_df[cond_df.condition == c].iloc[0]
             value = cvals[c].get(key)
             if key == "wm.predict" and value == BLANK:
-                value = "none (wm.coef=0)"
+                value = f"none ({rr.WM_COEF}=0)"
             eff = eff_df[(eff_df.condition == c) & (eff_df.threshold == 0.7)].iloc[0]
             rows.append({key: value, "condition": c, "n": r.n,
                          "final success": est({"value": r.final_success, "low": r.final_success_low,

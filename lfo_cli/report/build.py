@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, read_json
 from lfo_cli.report import calibration, study
@@ -93,17 +94,17 @@ def _tidy(rep: Report, pd) -> None:
     recs = []
     for r in rep.runs:
         for row in r.rows:
-            tasks = row.get("tasks_seen", math.nan)
+            tasks = row.get(rr.TASKS_SEEN, math.nan)
             for k, v in row.items():
-                if k in ("step", "tasks_seen"):
+                if k in (rr.STEP, rr.TASKS_SEEN):
                     continue
-                recs.append((r.name, r.kind, r.condition, r.seed if r.seed is not None else -1, row["step"], tasks, k, v))
+                recs.append((r.name, r.kind, r.condition, r.seed if r.seed is not None else -1, row[rr.STEP], tasks, k, v))
     df = pd.DataFrame(recs, columns=["run", "kind", "condition", "seed", "step", "tasks_seen", "metric", "value"])
     df = df.sort_values(["run", "step", "metric"], kind="stable")
     rep.writer.csv("tidy.csv.gz", df)  # every logged value: the largest file, gzipped
     runs_df = pd.DataFrame([{"run": r.name, "kind": r.kind, "condition": r.condition, "seed": r.seed,
                              "status": r.status, "rows": len(r.rows), "commit": r.commit or "",
-                             "last_step": max((row["step"] for row in r.rows), default=math.nan)}
+                             "last_step": max((row[rr.STEP] for row in r.rows), default=math.nan)}
                             for r in sorted(rep.runs, key=lambda r: r.name)])
     rep.writer.csv("runs.csv", runs_df)
 

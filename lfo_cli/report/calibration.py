@@ -26,14 +26,15 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli.report.load import Run
 
-WM_OVER_RL = "grad_norm/wm_over_rl"
+WM_OVER_RL = rr.GRAD_WM_OVER_RL
 
 
 @dataclass(frozen=True)
 class CalibrationRule:
-    metrics: tuple[str, ...] = ("entropy", "val/valid_tool_call_rate", "groups_with_variance")
+    metrics: tuple[str, ...] = (rr.ENTROPY, rr.VAL_VALID_TOOL_CALL_RATE, "groups_with_variance")
     tolerance: float = 0.10  # the band's widening, a share of the baseline mean on each side
     min_ratio: float = 0.01  # median world-model / RL gradient that counts as measurable
     min_baselines: int = 2
@@ -41,7 +42,7 @@ class CalibrationRule:
 
 def _value(row: dict, metric: str) -> float | None:
     if metric == "groups_with_variance":
-        v = row.get("frac_reward_zero_std")
+        v = row.get(rr.FRAC_REWARD_ZERO_STD)
         return None if v is None else 1.0 - float(v)
     v = row.get(metric)
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
@@ -49,8 +50,8 @@ def _value(row: dict, metric: str) -> float | None:
 
 def second_half_mean(rows: list[dict], metric: str) -> float | None:
     """The mean of ``metric`` over rows past half the run's last step (None where it was never logged there)."""
-    last = max((r.get("step", 0) for r in rows), default=0)
-    values = [v for r in rows if r.get("step", 0) > last / 2 and (v := _value(r, metric)) is not None]
+    last = max((r.get(rr.STEP, 0) for r in rows), default=0)
+    values = [v for r in rows if r.get(rr.STEP, 0) > last / 2 and (v := _value(r, metric)) is not None]
     return sum(values) / len(values) if values else None
 
 
@@ -108,7 +109,7 @@ def calibration_section(rep, train: list[Run], pd) -> None:
     """Append the calibration to ``rep.md``, its table as calibration.csv, the choice to the summary."""
     rule = CalibrationRule()
     baselines = [r.rows for r in train if r.role == "baseline"]
-    probes = [{"coupling": r.config.get("wm.coupling"), "coef": float(r.config.get("wm.coef")), "seed": r.seed,
+    probes = [{"coupling": r.config.get(rr.WM_COUPLING), "coef": float(r.config.get(rr.WM_COEF)), "seed": r.seed,
                "rows": r.rows} for r in train if r.role != "baseline"]
     table, chosen, band = calibrate(probes, baselines, rule)
     rep.writer.csv("calibration.csv", pd.DataFrame(table))

@@ -3,15 +3,17 @@ gradient norms."""
 
 from __future__ import annotations
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.format import num, pval
 from lfo_cli.report.run_stats import Conditions
 
-GRAD_KEYS = ("grad_norm/policy", "grad_norm/wm", "grad_norm/policy_from_wm", "grad_norm/clip_coef")
-SPLIT_KEYS = ("grad_norm/policy_from_rl", "grad_norm/wm_over_rl")  # the policy gradient's RL part, and WM's against it
-SIGNAL_KEYS = ("reward", "frac_reward_zero_std")  # GRPO's reward and the share of groups without reward variance
+GRAD_KEYS = (rr.GRAD_POLICY, rr.GRAD_WM, rr.GRAD_POLICY_FROM_WM, rr.GRAD_CLIP_COEF)
+SPLIT_KEYS = (rr.GRAD_POLICY_FROM_RL, rr.GRAD_WM_OVER_RL)  # the policy gradient's RL part, and WM's against it
+SIGNAL_KEYS = (rr.REWARD, rr.FRAC_REWARD_ZERO_STD)  # GRPO's reward and the share of groups without reward variance
+WARNING_KEYS = (rr.WARN_POLICY_DOMINATES, rr.WARN_WM_DOMINATES)
 
 
 def per_step_means(cs: Conditions, keys) -> list[dict]:
@@ -23,7 +25,7 @@ def per_step_means(cs: Conditions, keys) -> list[dict]:
             for row in s.run.rows:
                 for k in keys:
                     if k in row:
-                        acc.setdefault((k, float(row["step"])), []).append(float(row[k]))
+                        acc.setdefault((k, float(row[rr.STEP])), []).append(float(row[k]))
         for (k, step), vals in sorted(acc.items()):
             rows.append({"condition": c, "metric": k, "step": step, "mean": sum(vals) / len(vals), "n": len(vals)})
     return rows
@@ -69,11 +71,11 @@ def correlation_section(rep: Report, cs: Conditions, corr_window: int | None, pd
     conds, by_cond, role = cs.conds, cs.by_cond, cs.role
     rep.md.append("### World-model accuracy vs subsequent policy learning (the design's correlation analysis)\n")
     dual_runs = [s for c in conds if role[c] == "dual" for s in by_cond[c]]
-    max_steps = [max((row["step"] for row in s.run.rows), default=0) for s in dual_runs]
+    max_steps = [max((row[rr.STEP] for row in s.run.rows), default=0) for s in dual_runs]
     window = corr_window or (min(50, max(1, int(sorted(max_steps)[len(max_steps) // 2] // 5))) if max_steps else 50)
     pts = []
     for s in dual_runs:
-        wm = [(float(r["step"]), float(r["wm/token_acc"])) for r in s.run.rows if "wm/token_acc" in r]
+        wm = [(float(r[rr.STEP]), float(r[rr.WM_TOKEN_ACC])) for r in s.run.rows if rr.WM_TOKEN_ACC in r]
         for step, acc, slope in stats.learning_rate_windows(s.curve, wm, window):
             pts.append({"run": s.run.name, "condition": s.run.condition, "step": step, "wm_token_acc": acc,
                         "success_per_1000_tasks": slope * 1000})
@@ -110,12 +112,12 @@ def grad_norm_section(rep: Report, cs: Conditions, pd, plt) -> None:
     drawn = step_panels(rep, cs, g_rows, GRAD_KEYS, "grad_norms", pd, plt) if g_rows else []
     if drawn:
         g = pd.DataFrame(g_rows)
-        pf = g[g.metric == "grad_norm/policy_from_wm"]
+        pf = g[g.metric == rr.GRAD_POLICY_FROM_WM]
         lines = []
         for c in conds:
             sub = pf[pf.condition == c]
             if not sub.empty:
-                line = (f"- {c}: mean grad_norm/policy_from_wm {num(float(sub['mean'].mean()))} "
+                line = (f"- {c}: mean {rr.GRAD_POLICY_FROM_WM} {num(float(sub['mean'].mean()))} "
                         f"(max {num(float(sub['mean'].max()))}) over {len(sub)} logged steps")
                 if by_cond[c][0].run.role == "dual" and float(sub["mean"].abs().max()) == 0.0:
                     line += (": exactly 0 at every probe, so this arm's world-model loss has no gradient path "
@@ -124,17 +126,17 @@ def grad_norm_section(rep: Report, cs: Conditions, pd, plt) -> None:
                              "predicting replies helps")
                 lines.append(line)
         warn = [(c, k, float(sum(float(row[k]) for s in by_cond[c] for row in s.run.rows if k in row)))
-                for c in conds for k in ("warnings/policy_dominates", "warnings/wm_dominates")]
+                for c in conds for k in WARNING_KEYS]
         warn = [w for w in warn if w[2] > 0]
         rep.md.append("![grad norms](grad_norms.png)\n\nMean over seeds per step, before the global clip; "
-                      "`grad_norm/clip_coef` is the factor the clip scaled both adapters by (1 = not clipped). "
+                      f"`{rr.GRAD_CLIP_COEF}` is the factor the clip scaled both adapters by (1 = not clipped). "
                       "Data `grad_norms.csv`.\n\n" + "\n".join(lines))
         if warn:
             rep.md.append("The design's warning rule (policy/WM gradient ratio > 10x either way) fired: " +
                           "; ".join(f"{c}: {k.split('/')[-1]} {num(n)} times" for c, k, n in warn) + ".")
     else:
-        rep.md.append("Skipped: no run logged two or more steps of grad_norm/policy, grad_norm/wm or "
-                      "grad_norm/policy_from_wm.")
+        rep.md.append(f"Skipped: no run logged two or more steps of {rr.GRAD_POLICY}, {rr.GRAD_WM} or "
+                      f"{rr.GRAD_POLICY_FROM_WM}.")
         rep.notes.append("Gradient norms: not logged by any run.")
     if any(SPLIT_KEYS[1] in row for s in cs.rs.values() for row in s.run.rows):
         split_section(rep, cs, pd, plt)
@@ -153,7 +155,7 @@ def split_section(rep: Report, cs: Conditions, pd, plt) -> None:
             lines.append(f"- {c}: median {num(statistics.median(values))} (range {num(min(values))}-{num(max(values))}) "
                          f"over {len(values)} probed steps")
     figure = "![wm over rl](wm_over_rl.png)\n\n" if drawn else ""
-    rep.md.append(figure + "`grad_norm/wm_over_rl`: the world-model term's gradient into the policy adapter over the "
+    rep.md.append(figure + f"`{rr.GRAD_WM_OVER_RL}`: the world-model term's gradient into the policy adapter over the "
                   "RL part of the policy's gradient (the whole pre-clip gradient minus the world-model part), on "
                   "probed steps where some group had reward variance. Above 1 the world model, not RL, steers the "
                   "policy. Data `wm_over_rl.csv`.\n\n" + "\n".join(lines))

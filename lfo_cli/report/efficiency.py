@@ -7,6 +7,7 @@ bound; a difference is called an effect only when its CI excludes zero and a pai
 
 from __future__ import annotations
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import est, num, pval
@@ -55,7 +56,7 @@ def efficiency_section(rep: Report, cs: Conditions, eff_df, eff_rows: list[dict]
         pb = {s.run.seed: s for s in sb}
         pd_ = {s.run.seed: s for s in sd}
         common = sorted(set(pb) & set(pd_), key=lambda x: (x is None, x))
-        for metric, get in (("auc", lambda s: s.auc), ("final_success", lambda s: s.final.get("val/success"))):
+        for metric, get in (("auc", lambda s: s.auc), ("final_success", lambda s: s.final.get(rr.VAL_SUCCESS))):
             pairs_ok = [(get(pd_[k]), get(pb[k])) for k in common if _finite(get(pd_[k])) and _finite(get(pb[k]))]
             res = stats.paired_test([a for a, _ in pairs_ok], [b_ for _, b_ in pairs_ok])
             test_rows.append({"baseline": b, "dual": d, "metric": metric, "comparison": "dual - baseline",
@@ -64,7 +65,7 @@ def efficiency_section(rep: Report, cs: Conditions, eff_df, eff_rows: list[dict]
     tests_df = pd.DataFrame(test_rows)
     rep.md.append("#### Ratio baseline / dual (the design's headline claim)\n")
     if not pairs:
-        why = ("no baseline (wm.coef=0) runs" if not any(role[c] == "baseline" for c in conds) else
+        why = (f"no baseline ({rr.WM_COEF}=0) runs" if not any(role[c] == "baseline" for c in conds) else
                "no dual-LoRA runs" if not any(role[c] == "dual" for c in conds) else
                "no baseline matches a dual condition in the non-world-model settings")
         rep.md.append(f"Not computed: {why}.")

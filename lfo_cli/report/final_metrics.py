@@ -3,6 +3,7 @@ and transfer to held-out companies, with the paired dual - baseline test."""
 
 from __future__ import annotations
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.report.document import Report
 from lfo_cli.report.efficiency import paired_verdict
@@ -57,7 +58,8 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
                          "episodes": sum(x for x in eps if isinstance(x, int)) if all(isinstance(x, int) for x in eps)
                          else None})
     if not rows:
-        msg = "No transfer evaluation (RUN/evals/transfer_eval-*.json) in any training run: transfer was not measured (run `lfo transfer-eval RUN_DIR`)."
+        msg = (f"No transfer evaluation (RUN/{rr.EVALS_DIR}/{rr.TRANSFER_EVAL_STEM}-*.json) in any training run: "
+               "transfer was not measured (run `lfo transfer-eval RUN_DIR`).")
         rep.md.append(msg)
         rep.notes.append(msg)
         rep.summary["transfer"] = None

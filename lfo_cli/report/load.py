@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import iter_jsonl, read_json
 
@@ -72,7 +73,8 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _is_run_dir(p: Path) -> bool:
-    return (p / "metrics.jsonl").is_file() and any((p / f).is_file() for f in ("run.json", "config.json", "recipe.yaml"))
+    return (p / rr.METRICS_FILE).is_file() and any((p / f).is_file()
+                                                   for f in (rr.RUN_FILE, rr.WMIL_CONFIG_FILE, rr.RECIPE_FILE))
 
 
 def discover(paths: list[Path]) -> list[Path]:
@@ -87,10 +89,10 @@ def discover(paths: list[Path]) -> list[Path]:
         if _is_run_dir(p):
             found.add(p)
             continue
-        for m in p.rglob("metrics.jsonl"):
+        for m in p.rglob(rr.METRICS_FILE):
             d = m.parent
             rel = d.relative_to(p).parts
-            if any(part.startswith(".") or part.startswith("checkpoint-") for part in rel):
+            if any(part.startswith(".") or part.startswith(rr.CHECKPOINT_PREFIX) for part in rel):
                 continue
             if _is_run_dir(d):
                 found.add(d)
@@ -102,15 +104,15 @@ def _dedupe(rows: list[dict]) -> list[dict]:
     by_step: dict[Any, dict] = {}
     out_rows: list[dict] = []
     for row in rows:
-        if "step" not in row:
+        if rr.STEP not in row:
             continue
-        step = row["step"]
+        step = row[rr.STEP]
         if step not in by_step:
             by_step[step] = {}
             out_rows.append(by_step[step])
         by_step[step].update({k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                               and math.isfinite(v)})
-    return sorted(out_rows, key=lambda r: r["step"])
+    return sorted(out_rows, key=lambda r: r[rr.STEP])
 
 
 def _transfer_files(path: Path) -> dict[str, dict]:
@@ -118,7 +120,8 @@ def _transfer_files(path: Path) -> dict[str, dict]:
     parameters): ``{"splits": {name: {"success", "n"}}}`` or ``{"split", "success"|"overall"}``. Per split, the
     evaluation with the most episodes is used (ties: the last file by name)."""
     out: dict[str, dict] = {}
-    for f in sorted([*path.glob("transfer_eval*.json"), *path.glob("evals/transfer_eval*.json")], key=lambda p: p.name):
+    for f in sorted([*path.glob(rr.TRANSFER_EVAL_GLOB), *(path / rr.EVALS_DIR).glob(rr.TRANSFER_EVAL_GLOB)],
+                    key=lambda p: p.name):
         data = read_json(f)
         entries = []
         if isinstance(data, dict) and isinstance(data.get("splits"), dict):
@@ -143,28 +146,29 @@ def _inrun_heldout(path: Path, rows: list[dict]) -> dict[str, dict]:
     ``validation/heldout_step_N.json[.gz]`` (provenance only: an unreadable file leaves them unknown)."""
     import gzip
 
-    held = [r for r in rows if isinstance(r.get("heldout/success"), (int, float))]
+    held = [r for r in rows if isinstance(r.get(rr.HELDOUT_SUCCESS), (int, float))]
     if not held:
         return {}
     last = held[-1]
-    step = int(last["step"])
+    step = int(last[rr.STEP])
     episodes = None
-    for name in (f"heldout_step_{step}.json.gz", f"heldout_step_{step}.json"):
-        f = path / "validation" / name
+    plain = rr.validation_file(step, rr.HELDOUT)
+    for name in (f"{plain}.gz", plain):
+        f = path / rr.VALIDATION_DIR / name
         if f.is_file():
             try:
                 with (gzip.open if name.endswith(".gz") else open)(f, "rt", encoding="utf-8") as fh:
                     data = json.load(fh)
-                episodes = data.get("episodes") if isinstance(data, dict) else None
+                episodes = data.get(rr.VALIDATION_EPISODES) if isinstance(data, dict) else None
             except (OSError, ValueError, EOFError):
                 episodes = None
             break
     episodes = episodes if isinstance(episodes, list) and all(isinstance(e, dict) for e in episodes) else None
-    source = f"metrics.jsonl step {step} (in-run held-out)"
-    out = {"transfer": {"success": float(last["heldout/success"]), "source": "in-run", "file": source,
+    source = f"{rr.METRICS_FILE} step {step} (in-run held-out)"
+    out = {"transfer": {"success": float(last[rr.HELDOUT_SUCCESS]), "source": "in-run", "file": source,
                         "n": len(episodes) if episodes is not None else None}}
     for key, value in last.items():
-        if key.startswith("heldout/success/d") and isinstance(value, (int, float)):
+        if key.startswith(rr.HELDOUT_SUCCESS_AT) and isinstance(value, (int, float)):
             d = key.rsplit("/", 1)[-1]
             n = sum(1 for e in episodes if f"d{e.get('difficulty')}" == d) if episodes is not None else None
             out[f"transfer/{d}"] = {"success": float(value), "source": "in-run", "file": source, "n": n}
@@ -173,28 +177,29 @@ def _inrun_heldout(path: Path, rows: list[dict]) -> dict[str, dict]:
 
 def read_run(path: Path) -> Run:
     path = Path(path)
-    rows = _dedupe(list(iter_jsonl(path / "metrics.jsonl")))
-    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
+    rows = _dedupe(list(iter_jsonl(path / rr.METRICS_FILE)))
+    summary = read_json(path / rr.SUMMARY_FILE) if (path / rr.SUMMARY_FILE).is_file() else {}
     if not isinstance(summary, dict):
         summary = {}
-    if (path / "config.json").is_file() and not (path / "run.json").is_file():
-        cfg = read_json(path / "config.json")
+    if (path / rr.WMIL_CONFIG_FILE).is_file() and not (path / rr.RUN_FILE).is_file():
+        cfg = read_json(path / rr.WMIL_CONFIG_FILE)
         if not isinstance(cfg, dict) or "task" not in cfg:
-            raise LfoError(f"{path}/config.json: not a WMIL config (no 'task')")
+            raise LfoError(f"{path}/{rr.WMIL_CONFIG_FILE}: not a WMIL config (no 'task')")
         status = "complete" if summary else "incomplete"
-        meta = read_json(path / "run_metadata.json") if (path / "run_metadata.json").is_file() else {}
+        meta = read_json(path / rr.RUN_METADATA_FILE) if (path / rr.RUN_METADATA_FILE).is_file() else {}
         return Run(path, "wmil", cfg.get("seed"), flatten(cfg), status, rows, summary, commit=_commit(meta))
-    meta = read_json(path / "run.json") if (path / "run.json").is_file() else {}
+    meta = read_json(path / rr.RUN_FILE) if (path / rr.RUN_FILE).is_file() else {}
     cfg: Any = None
-    if (path / "recipe.yaml").is_file():
+    if (path / rr.RECIPE_FILE).is_file():
         try:
-            cfg = yaml.safe_load((path / "recipe.yaml").read_text(encoding="utf-8"))
+            cfg = yaml.safe_load((path / rr.RECIPE_FILE).read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise LfoError(f"{path}/recipe.yaml: corrupt ({exc})") from None
+            raise LfoError(f"{path}/{rr.RECIPE_FILE}: corrupt ({exc})") from None
     if not isinstance(cfg, dict):
-        cfg = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        cfg = meta.get(rr.RUN_CONFIG) if isinstance(meta.get(rr.RUN_CONFIG), dict) else {}
     kind = str(cfg.get("kind") or meta.get("kind") or "unknown")
-    status = "complete" if summary.get("status") == "complete" or (path / ".complete").exists() else "incomplete"
+    complete = summary.get(rr.STATUS) == rr.STATUS_COMPLETE or (path / rr.COMPLETE_MARKER).exists()
+    status = "complete" if complete else "incomplete"
     seed = cfg.get("seed", meta.get("seed"))
     transfer = _transfer_files(path)
     if "transfer" not in transfer:
@@ -204,7 +209,7 @@ def read_run(path: Path) -> Run:
 
 def _commit(meta: Any) -> str | None:
     """The git commit a run's metadata records (run.json for training, run_metadata.json for WMIL)."""
-    value = meta.get("git_commit") if isinstance(meta, dict) else None
+    value = meta.get(rr.GIT_COMMIT) if isinstance(meta, dict) else None
     return value if isinstance(value, str) else None
 
 
@@ -245,18 +250,18 @@ def assign_conditions(runs: list[Run]) -> dict[str, list[str]]:
         cfgs = []
         for r in group:
             c = {k: v for k, v in r.config.items() if k not in ignored}
-            if kind == "grpo" and float(c.get("wm.coef", 0.5) or 0) == 0.0:
+            if kind == "grpo" and float(c.get(rr.WM_COEF, 0.5) or 0) == 0.0:
                 c.update({k: BLANK for k in WM_ONLY if k in c})
             cfgs.append(c)
         keys = sorted({k for c in cfgs for k in c})
         vary = [k for k in keys if _distinct(cfgs, k, kind) > 1]
-        if kind == "grpo" and "wm.coef" in vary:  # the lambda axis first: it decides the role
-            vary = ["wm.coef"] + [k for k in vary if k != "wm.coef"]
+        if kind == "grpo" and rr.WM_COEF in vary:  # the lambda axis first: it decides the role
+            vary = [rr.WM_COEF] + [k for k in vary if k != rr.WM_COEF]
         varying[kind] = vary
         for r, c in zip(group, cfgs, strict=True):
             label = ", ".join(f"{k}={_fmt(c.get(k))}" for k in vary)
             if kind == "grpo":
-                r.role = "baseline" if float(c.get("wm.coef", 0.5) or 0) == 0.0 else "dual"
+                r.role = "baseline" if float(c.get(rr.WM_COEF, 0.5) or 0) == 0.0 else "dual"
                 r.condition = f"{r.role} ({label})" if label else r.role
             else:
                 r.condition = label or kind

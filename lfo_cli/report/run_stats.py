@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.report.load import Run, condition_order, condition_values
 
@@ -31,12 +32,12 @@ class RunStats:
 
 
 def run_stats(run: Run) -> RunStats:
-    curve = sorted((float(r["step"]), float(r["tasks_seen"]), float(r["val/success"])) for r in run.rows
-                   if "val/success" in r and "tasks_seen" in r)
-    val_rows = [r for r in run.rows if "val/success" in r]
-    final = {k: v for k, v in (val_rows[-1] if val_rows else {}).items() if k.startswith("val/")}
+    curve = sorted((float(r[rr.STEP]), float(r[rr.TASKS_SEEN]), float(r[rr.VAL_SUCCESS])) for r in run.rows
+                   if rr.VAL_SUCCESS in r and rr.TASKS_SEEN in r)
+    val_rows = [r for r in run.rows if rr.VAL_SUCCESS in r]
+    final = {k: v for k, v in (val_rows[-1] if val_rows else {}).items() if k.startswith(rr.VAL_PREFIX)}
     xs, ys = [c[1] for c in curve], [c[2] for c in curve]
-    wm = [r["wm/token_acc"] for r in run.rows if "wm/token_acc" in r]
+    wm = [r[rr.WM_TOKEN_ACC] for r in run.rows if rr.WM_TOKEN_ACC in r]
     return RunStats(
         run=run, curve=curve, final=final, auc=stats.curve_auc(xs, ys) if curve else None,
         to={t: stats.tasks_to_threshold(xs, ys, t, window=SMOOTH_WINDOW) for t in THRESHOLDS},

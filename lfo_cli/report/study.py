@@ -24,19 +24,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.eval import comparison
 from lfo_cli.report.format import est, finite, num
 from lfo_cli.report.load import Run
 from lfo_cli.report.run_stats import SMOOTH_WINDOW
 
-D2 = "val/success/d2"
+D2 = rr.VAL_SUCCESS_D2
 THRESHOLD_FRACTION = 0.5  # the reachable threshold: baseline start + this x the baseline's mean gain
 ABSOLUTE = (0.5, 0.7, 0.9)
-SPECIFICITY = ("val/form_size", "val/exception_field_own", "val/exception_field_other")
-HELDOUT = ("heldout/success/d1", "heldout/success/d2")
-WM_SEMANTIC = "val/wm_semantic_acc"
-WM_TOKEN = "wm/token_acc"
+SPECIFICITY = (rr.VAL_FORM_SIZE, rr.VAL_EXCEPTION_FIELD_OWN, rr.VAL_EXCEPTION_FIELD_OTHER)
+HELDOUT = (rr.HELDOUT_SUCCESS_D1, rr.HELDOUT_SUCCESS_D2)
+WM_SEMANTIC = rr.VAL_WM_SEMANTIC_ACC
+WM_TOKEN = rr.WM_TOKEN_ACC
 RQ4_TOKEN_WINDOW = 5  # training steps of wm/token_acc averaged up to each evaluation (RQ4's fallback measure)
 
 
@@ -65,16 +66,16 @@ class StudyRun:
 
 
 def study_run(run: Run) -> StudyRun | None:
-    rows = sorted((r for r in run.rows if D2 in r and "tasks_seen" in r), key=lambda r: r["step"])
+    rows = sorted((r for r in run.rows if D2 in r and rr.TASKS_SEEN in r), key=lambda r: r[rr.STEP])
     if not rows:
         return None
     held = [r for r in run.rows if any(k in r for k in HELDOUT)]
     final = dict(rows[-1])
-    if held and held[-1]["step"] != rows[0]["step"]:
-        final.update({k: v for k, v in held[-1].items() if k.startswith("heldout/")})
-    start = dict(rows[0]) if rows[0]["step"] == 0 else {}
-    return StudyRun(run, [float(r["tasks_seen"]) for r in rows], [float(r[D2]) for r in rows],
-                    [float(r.get("val/success", math.nan)) for r in rows], start, final, rows)
+    if held and held[-1][rr.STEP] != rows[0][rr.STEP]:
+        final.update({k: v for k, v in held[-1].items() if k.startswith(rr.HELDOUT_PREFIX)})
+    start = dict(rows[0]) if rows[0][rr.STEP] == 0 else {}
+    return StudyRun(run, [float(r[rr.TASKS_SEEN]) for r in rows], [float(r[D2]) for r in rows],
+                    [float(r.get(rr.VAL_SUCCESS, math.nan)) for r in rows], start, final, rows)
 
 
 def applies(train: list[Run]) -> bool:
@@ -127,7 +128,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     baselines = [c for c in runs if runs[c][0].run.role == "baseline"]
     rep.md.append("## The observation study: difficulty 2 (company exceptions)\n")
     if not baselines:
-        rep.md.append("Skipped: no baseline (wm.coef 0) run validated at difficulty 2.")
+        rep.md.append(f"Skipped: no baseline ({rr.WM_COEF} 0) run validated at difficulty 2.")
         return
     base = baselines[0]
     treatments = [c for c in runs if c != base and runs[c][0].run.role != "baseline"]
@@ -183,7 +184,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                 hit = stats.tasks_to_threshold(s.x, s.d2, t, window=SMOOTH_WINDOW)
                 row[f"tasks_to_{int(t * 100)}"] = hit if hit is not None else math.nan
             for k in (*SPECIFICITY, *HELDOUT):
-                name = k.split("/", 1)[0] + "_" + k.rsplit("/", 1)[-1] if k.startswith("heldout") else k.split("/")[-1]
+                name = k.split("/", 1)[0] + "_" + k.rsplit("/", 1)[-1] if k.startswith(rr.HELDOUT_PREFIX) else k.split("/")[-1]
                 row[f"{name}_start"] = s.start.get(k, math.nan)
                 row[f"{name}_final"] = s.final.get(k, math.nan)
             per_run.append(row)
@@ -306,7 +307,7 @@ def rq4_points(runs: dict[str, list[StudyRun]]) -> tuple[str | None, list[dict]]
                 for now, nxt in zip(s.rows, s.rows[1:], strict=False):
                     v = value_at(s, now)
                     if finite(v):
-                        pts.append({"condition": c, "seed": s.seed, "step": now["step"], "tasks_seen": now["tasks_seen"],
+                        pts.append({"condition": c, "seed": s.seed, "step": now[rr.STEP], "tasks_seen": now[rr.TASKS_SEEN],
                                     "wm_acc": v, "next_d2_gain": nxt[D2] - now[D2]})
         return pts
 
@@ -317,7 +318,7 @@ def rq4_points(runs: dict[str, list[StudyRun]]) -> tuple[str | None, list[dict]]
             return WM_SEMANTIC, semantic
 
     def token_acc(s: StudyRun, row: dict) -> float | None:
-        vals = [r[WM_TOKEN] for r in s.run.rows if WM_TOKEN in r and r.get("step", 0) <= row["step"]]
+        vals = [r[WM_TOKEN] for r in s.run.rows if WM_TOKEN in r and r.get(rr.STEP, 0) <= row[rr.STEP]]
         vals = vals[-RQ4_TOKEN_WINDOW:]
         return sum(vals) / len(vals) if vals else None
 

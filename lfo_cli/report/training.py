@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.report.ablations import ablation_tables, lambda_section
 from lfo_cli.report.diagnostics import correlation_section, grad_norm_section, reward_section
@@ -15,8 +16,8 @@ from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import Run
 from lfo_cli.report.run_stats import BAND_RESAMPLES, THRESHOLDS, Conditions, group_conditions
 
-BEHAVIOUR = ("val/auth_before_call", "val/order_correct", "val/first_call_right", "val/calls_per_task", "val/forms",
-             "val/invalid_calls", "val/valid_tool_call_rate", "val/turns")
+BEHAVIOUR = (rr.VAL_AUTH_BEFORE_CALL, rr.VAL_ORDER_CORRECT, rr.VAL_FIRST_CALL_RIGHT, rr.VAL_CALLS_PER_TASK, rr.VAL_FORMS,
+             rr.VAL_INVALID_CALLS, rr.VAL_VALID_TOOL_CALL_RATE, rr.VAL_TURNS)
 
 
 def training_sections(rep: Report, train: list[Run], varying: list[str], corr_window, pd, plt) -> None:
@@ -36,7 +37,7 @@ def training_sections(rep: Report, train: list[Run], varying: list[str], corr_wi
     grad_norm_section(rep, cs, pd, plt)
     # ---- success by difficulty, behaviour --------------------------------------------------------
     final_metric_section(rep, conds, by_cond, sorted({k for s in rs.values() for k in s.final
-                                                       if k.startswith("val/success/d")}),
+                                                       if k.startswith(rr.VAL_SUCCESS_AT)}),
                           "success_by_difficulty", "Success by difficulty (final evaluation)", pd, plt,
                           label=lambda k: k.rsplit("/", 1)[-1])
     final_metric_section(rep, conds, by_cond, [k for k in BEHAVIOUR if any(k in s.final for s in rs.values())],
@@ -62,8 +63,8 @@ def _learning_curves(rep: Report, cs: Conditions, pd, plt) -> None:
     curves = pd.DataFrame(curve_rows, columns=["condition", "tasks_seen", "mean", "ci_low", "ci_high", "n"])
     rep.md.append("### Learning curves\n")
     if curves.empty:
-        rep.notes.append("Learning curves: no run logged `val/success` with `tasks_seen`.")
-        rep.md.append("Skipped: no run logged validation success (`val/success`) with `tasks_seen`.")
+        rep.notes.append(f"Learning curves: no run logged `{rr.VAL_SUCCESS}` with `{rr.TASKS_SEEN}`.")
+        rep.md.append(f"Skipped: no run logged validation success (`{rr.VAL_SUCCESS}`) with `{rr.TASKS_SEEN}`.")
     else:
         W.csv("learning_curves.csv", curves)
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -100,10 +101,10 @@ def _run_tables(rep: Report, cs: Conditions, pd):
             per_run.append({"run": s.run.name, "condition": c, "seed": s.run.seed, "status": s.run.status,
                             "evaluations": len(s.curve), "last_tasks_seen": s.limit,
                             "start_success": s.curve[0][2] if s.curve and s.curve[0][0] == 0 else math.nan,
-                            "final_success": s.final.get("val/success", math.nan),
+                            "final_success": s.final.get(rr.VAL_SUCCESS, math.nan),
                             # final - step 0 (the warm start) on the same episodes, paired (`lfo train` summary)
-                            "vs_start": s.run.summary.get("val/vs_start/mean_diff", math.nan),
-                            "vs_start_p": s.run.summary.get("val/vs_start/wilcoxon_p", math.nan),
+                            "vs_start": s.run.summary.get(rr.VAL_VS_START_MEAN_DIFF, math.nan),
+                            "vs_start_p": s.run.summary.get(rr.VAL_VS_START_WILCOXON_P, math.nan),
                             "auc": s.auc if s.auc is not None else math.nan,
                             **{f"tasks_to_{int(t * 100)}": (s.to[t] if s.to[t] is not None else math.nan)
                                for t in THRESHOLDS},
@@ -114,7 +115,7 @@ def _run_tables(rep: Report, cs: Conditions, pd):
     cond_rows, eff_rows = [], []
     for c in conds:
         ss = by_cond[c]
-        fs = stats.bootstrap_mean_ci([s.final.get("val/success") for s in ss])
+        fs = stats.bootstrap_mean_ci([s.final.get(rr.VAL_SUCCESS) for s in ss])
         auc = stats.bootstrap_mean_ci([s.auc for s in ss])
         acc = stats.bootstrap_mean_ci([s.wm_acc_final for s in ss])
         row = {"condition": c, "role": role[c], **{k: cvals[c].get(k, "") for k in varying}, "n": len(ss),

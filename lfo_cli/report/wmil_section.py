@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import est, md_table, num
@@ -22,8 +23,8 @@ def wmil_section(rep: Report, runs: list[Run], varying: list[str], pd, plt) -> N
         finals, evals, aucs, to50, to90 = [], [], [], [], []
         limit = []
         for r in by_cond[c]:
-            xy = [(float(row["charts/env_steps"]), float(row["charts/success"])) for row in r.rows
-                  if "charts/env_steps" in row and "charts/success" in row]
+            xy = [(float(row[rr.WMIL_ENV_STEPS]), float(row[rr.WMIL_SUCCESS])) for row in r.rows
+                  if rr.WMIL_ENV_STEPS in row and rr.WMIL_SUCCESS in row]
             for x, y in xy:
                 points.setdefault(x, []).append(y)
             xs, ys = [x for x, _ in xy], [y for _, y in xy]
@@ -33,7 +34,7 @@ def wmil_section(rep: Report, runs: list[Run], varying: list[str], pd, plt) -> N
                 to50.append(stats.tasks_to_threshold(xs, ys, 0.5, SMOOTH_WINDOW))
                 to90.append(stats.tasks_to_threshold(xs, ys, 0.9, SMOOTH_WINDOW))
                 limit.append(max(xs))
-            ev = (r.summary.get("eval") or {}).get("overall", {}) if isinstance(r.summary.get("eval"), dict) else {}
+            ev = (r.summary.get(rr.WMIL_EVAL) or {}).get("overall", {}) if isinstance(r.summary.get(rr.WMIL_EVAL), dict) else {}
             if _finite(ev.get("success")):
                 evals.append(float(ev["success"]))
         for x in sorted(points):
@@ -77,8 +78,8 @@ def wmil_section(rep: Report, runs: list[Run], varying: list[str], pd, plt) -> N
         W.figure("wmil_curves.png", fig)
         rep.md.append("![wmil curves](wmil_curves.png)\n\nData: `wmil_curves.csv`.")
     else:
-        rep.md.append("No WMIL run logged charts/success with charts/env_steps: curves skipped.")
-    rep.md.append(f"{md_table(tab)}\n\nEval success: the run's final evaluation (summary.json); env steps to X%: "
+        rep.md.append(f"No WMIL run logged {rr.WMIL_SUCCESS} with {rr.WMIL_ENV_STEPS}: curves skipped.")
+    rep.md.append(f"{md_table(tab)}\n\nEval success: the run's final evaluation ({rr.SUMMARY_FILE}); env steps to X%: "
                   f"first point where the trailing mean of {SMOOTH_WINDOW} logged training-success values reaches X. "
                   "Data: `wmil_conditions.csv`.")
     rep.summary["wmil"] = table

@@ -13,6 +13,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from lfo_cli import run_record as rr
 from lfo_cli.io import append_jsonl, atomic_write_json, atomic_write_jsonl
 from lfo_cli.models.agent_eval import episode_outcomes, evaluate_agent
 from lfo_cli.progress import Cadence, ProgressLog, episode_progress, is_terminal
@@ -47,12 +48,12 @@ class RunLog(TrainerCallback):
     """Append every Trainer log line to metrics.jsonl with `step` and `tasks_seen` (main process only)."""
 
     def __init__(self, run_dir: Path, tasks_seen=None):
-        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path = Path(run_dir) / rr.METRICS_FILE
         self.tasks_seen = tasks_seen
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
-            row = {"step": state.global_step, "tasks_seen": self.tasks_seen(state.global_step)}
+            row = {rr.STEP: state.global_step, rr.TASKS_SEEN: self.tasks_seen(state.global_step)}
             row.update({k: v for k, v in logs.items() if isinstance(v, (int, float)) and v == v})
             append_jsonl(self.path, row)
 
@@ -92,15 +93,17 @@ class Validation(TrainerCallback):
         was_training = model.training
         result = self._play(model, self.tasks, f"validation @ step {step}")
         row = validation_metrics(result, world=self.world)
-        atomic_write_json(self.run_dir / "validation" / f"step_{step}.json",
-                          {"step": step, "outcomes": episode_outcomes(result), "episodes": _episode_records(result)})
+        atomic_write_json(self.run_dir / rr.VALIDATION_DIR / rr.validation_file(step),
+                          {rr.STEP: step, rr.VALIDATION_OUTCOMES: episode_outcomes(result),
+                           rr.VALIDATION_EPISODES: _episode_records(result)})
         if self.heldout and (step == 0 or final or (self.heldout_every and step % self.heldout_every == 0)):
             held = self._play(model, self.heldout, f"held-out validation @ step {step}")
-            row.update(validation_metrics(held, prefix="heldout", world=self.world))
-            atomic_write_json(self.run_dir / "validation" / f"heldout_step_{step}.json",
-                              {"step": step, "outcomes": episode_outcomes(held), "episodes": _episode_records(held)})
+            row.update(validation_metrics(held, prefix=rr.HELDOUT, world=self.world))
+            atomic_write_json(self.run_dir / rr.VALIDATION_DIR / rr.validation_file(step, rr.HELDOUT),
+                              {rr.STEP: step, rr.VALIDATION_OUTCOMES: episode_outcomes(held),
+                               rr.VALIDATION_EPISODES: _episode_records(held)})
         if self.wm_probe and self.wm_adapters:
-            row["val/wm_semantic_acc"] = semantic_accuracy(model, self.tokenizer, self.wm_probe, self.wm_adapters)
+            row[rr.VAL_WM_SEMANTIC_ACC] = semantic_accuracy(model, self.tokenizer, self.wm_probe, self.wm_adapters)
         if was_training:
             model.train()
         self.last, self.last_step = row, step
@@ -110,9 +113,9 @@ class Validation(TrainerCallback):
             self.handler.on_log(args, state, control, logs={k: v for k, v in row.items() if v is not None})
             control.should_log = keep
         else:
-            append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, "tasks_seen": self.tasks_seen(step), **row})
+            append_jsonl(self.run_dir / rr.METRICS_FILE, {rr.STEP: step, rr.TASKS_SEEN: self.tasks_seen(step), **row})
         if self.save_every and step % self.save_every == 0:
-            atomic_write_jsonl(self.run_dir / "trajectories" / f"step_{step}.jsonl", result["samples"])
+            atomic_write_jsonl(self.run_dir / rr.TRAJECTORIES_DIR / rr.trajectories_file(step), result["samples"])
         return row
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):

@@ -14,13 +14,15 @@ import re
 import shutil
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 
 
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """Every ``checkpoint-N`` directory of a run as (N, path), newest first, complete or not."""
-    return sorted(((int(m.group(1)), p) for p in Path(run_dir).glob("checkpoint-*")
-                   if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))), reverse=True)
+    return sorted(((int(m.group(1)), p) for p in Path(run_dir).glob(f"{rr.CHECKPOINT_PREFIX}*")
+                   if p.is_dir() and (m := re.fullmatch(rf"{re.escape(rr.CHECKPOINT_PREFIX)}(\d+)", p.name))),
+                  reverse=True)
 
 
 def last_complete_checkpoint(run_dir: Path, discard_incomplete: bool = False) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.io import atomic_write_text
 
 LOAD_SNIPPET = '''```python
@@ -46,9 +47,9 @@ def model_card(run_name: str, recipe: str | None, seed: int, coupling: str, ref:
     snippet = LOAD_SNIPPET.replace("{wm_line}", wm_line).replace("{base}", base.replace("$LFO_HOME", "~/.cache/lfo"))
     snippet = snippet.replace("{run}", ".")
     results = []
-    for key, label in (("val/success", "validation success"), ("val/success/d1", "difficulty 1"),
-                       ("val/success/d2", "difficulty 2")):
-        start = summary.get(key.replace("val/", "val/vs_start/").replace("/success", "") + "/start_success")
+    for key, d, label in ((rr.VAL_SUCCESS, None, "validation success"), (rr.VAL_SUCCESS_D1, 1, "difficulty 1"),
+                          (rr.VAL_SUCCESS_D2, 2, "difficulty 2")):
+        start = summary.get(rr.vs_start_key(rr.VAL, rr.START_SUCCESS, d))
         if key in summary:
             results.append(f"| {label} | {'' if start is None else f'{start:.3f}'} | {summary[key]:.3f} |")
     lines = ["---", f"base_model: {base}", "library_name: peft", "tags:", "- lfo", "- trl", "- grpo", "- lora",

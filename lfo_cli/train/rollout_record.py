@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lfo_cli import run_record as rr
 from lfo_cli.env.formatting import world_model_example
 
 EXAMPLES = "lfo_wm_examples"
@@ -122,7 +123,7 @@ class StepWMMetrics:
     """
 
     loss_sum: float = 0.0  # the loss summed over units
-    units: float = 0.0  # what ``losses/wm`` is a mean over
+    units: float = 0.0  # what ``losses/wm`` (LOSS_WM) is a mean over
     examples: float = 0.0  # world-model examples (0 for an objective without separate examples)
     targets: float = 0.0  # target tokens
     correct: float = 0.0  # target tokens predicted right (counted only where examples are)
@@ -144,12 +145,12 @@ class StepWMMetrics:
     def emit(self, metrics: dict[str, list[float]]) -> None:
         """Append the step's values to TRL's metric lists (nothing for a step without world-model loss)."""
         if self.units:
-            metrics["losses/wm"].append(self.loss_sum / self.units)
-            metrics["wm/target_tokens"].append(self.targets)
+            metrics[rr.LOSS_WM].append(self.loss_sum / self.units)
+            metrics[rr.WM_TARGET_TOKENS].append(self.targets)
             if self.examples:
-                metrics["wm/token_acc"].append(self.correct / max(self.targets, 1.0))
-                metrics["wm/examples"].append(self.examples)
+                metrics[rr.WM_TOKEN_ACC].append(self.correct / max(self.targets, 1.0))
+                metrics[rr.WM_EXAMPLES].append(self.examples)
         if self.gate_total:
-            metrics["wm/gate_open"].append(self.gate_kept / self.gate_total)
+            metrics[rr.WM_GATE_OPEN].append(self.gate_kept / self.gate_total)
         if self.probe is not None:
-            metrics["grad_norm/policy_from_wm"].append(float(torch.nn.utils.get_total_norm(self.probe)))
+            metrics[rr.GRAD_POLICY_FROM_WM].append(float(torch.nn.utils.get_total_norm(self.probe)))

@@ -10,6 +10,8 @@ Run dir layout::
     trajectories/step_N.jsonl        sample validation trajectories
     validation/step_N.json           per-episode validation outcomes ([task_id, 0|1], same order every time)
     summary.json                     status, final metrics, final vs step-0 validation (paired), trends
+
+The names of these files and of the metrics are in :mod:`lfo_cli.run_record`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import time
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.console import use_lfo_progress
 from lfo_cli.env import load_world, make_env_factory
 from lfo_cli.env.tasks import select_companies
@@ -42,9 +45,9 @@ from lfo_cli.train.wm_probe import exception_calls
 
 def _truncate_metrics_after(run_dir: Path, step: int) -> None:
     """On resume from checkpoint-N, drop rows logged after N so the resumed log has no duplicates."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / rr.METRICS_FILE
     if path.is_file():
-        atomic_write_jsonl(path, [r for r in iter_jsonl(path) if int(r.get("step", 0)) <= step])
+        atomic_write_jsonl(path, [r for r in iter_jsonl(path) if int(r.get(rr.STEP, 0)) <= step])
 
 
 def save_adapters(model, run_dir: Path) -> None:
@@ -53,12 +56,12 @@ def save_adapters(model, run_dir: Path) -> None:
     with atomic_dir(run_dir / ".adapters") as tmp:
         model.save_pretrained(tmp)  # PEFT writes tmp/policy/ and tmp/world_model/ (non-default names)
     staged = run_dir / ".adapters"
-    for name in ("adapter_config.json", "adapter_model.safetensors"):
+    for name in rr.ADAPTER_FILES:
         (staged / POLICY / name).replace(run_dir / name)
     if (staged / WORLD_MODEL).is_dir():
-        if (run_dir / WORLD_MODEL).exists():
-            shutil.rmtree(run_dir / WORLD_MODEL)
-        (staged / WORLD_MODEL).replace(run_dir / WORLD_MODEL)
+        if (run_dir / rr.WORLD_MODEL_DIR).exists():
+            shutil.rmtree(run_dir / rr.WORLD_MODEL_DIR)
+        (staged / WORLD_MODEL).replace(run_dir / rr.WORLD_MODEL_DIR)
     shutil.rmtree(staged)
 
 
@@ -117,32 +120,32 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     started = time.time()
     trainer.train(resume_from_checkpoint=checkpoint)
     if not trainer.is_world_process_zero():  # other ranks: the main process writes the run's outputs
-        return {"status": "complete", "rank": trainer.args.process_index}
+        return {rr.STATUS: rr.STATUS_COMPLETE, "rank": trainer.args.process_index}
     save_adapters(trainer.model, out_dir)
     tokenizer.save_pretrained(out_dir)  # the run dir loads without the base's files: AutoTokenizer(RUN)
     base_ref = portable_ref(base, cfg.model.warmstart)
     summary = {
-        "status": "complete",
+        rr.STATUS: rr.STATUS_COMPLETE,
         "steps": trainer.state.global_step,
-        "tasks_seen": tasks_seen(trainer.state.global_step),
+        rr.TASKS_SEEN: tasks_seen(trainer.state.global_step),
         "base_model": base,
-        "base_model_ref": base_ref,  # resolved on the machine that loads the run (models/base_ref.py)
+        rr.BASE_MODEL_REF: base_ref,  # resolved on the machine that loads the run (models/base_ref.py)
         "seconds": round(time.time() - started, 1),
         "resumed_from": checkpoint,
         **{k: v for k, v in callbacks[1].last.items()},
         **vs_start(out_dir, trainer.state.global_step, cfg.seed),
-        **vs_start(out_dir, trainer.state.global_step, cfg.seed, prefix="heldout"),
+        **vs_start(out_dir, trainer.state.global_step, cfg.seed, prefix=rr.HELDOUT),
         **trends(out_dir),
     }
     summary["figures"] = write_run_figures(out_dir)
     write_model_card(out_dir, model_card(out_dir.name, _recipe_name(out_dir), cfg.seed, cfg.wm.coupling, base_ref,
                                          summary, has_world_model=objective.has_adapter))
-    atomic_write_json(out_dir / "summary.json", summary)  # last: a run with summary.json is complete
+    atomic_write_json(out_dir / rr.SUMMARY_FILE, summary)  # last: a run with summary.json is complete
     return summary
 
 
 def _recipe_name(run_dir: Path) -> str | None:
     try:
-        return read_json(run_dir / "run.json").get("recipe")
+        return read_json(run_dir / rr.RUN_FILE).get(rr.RUN_RECIPE)
     except Exception:  # noqa: BLE001 - the card is written without it
         return None

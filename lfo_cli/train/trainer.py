@@ -47,6 +47,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
 from lfo_cli.train.objectives import WorldModelObjective
@@ -171,7 +172,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
                 loss = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
             finally:
                 self._policy_forward_sink = None
-            self._metrics[mode]["losses/policy"].append(float(loss.detach()) * self._ga_factor(mode))
+            self._metrics[mode][rr.LOSS_POLICY].append(float(loss.detach()) * self._ga_factor(mode))
         else:  # a world-model-only step: no super() call, and the policy adapter receives no gradient at all
             loss = None
 
@@ -193,7 +194,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         if loss is None:  # a world-model-only step without examples: a zero that keeps autograd happy
             params = adapter_params(self.model, WORLD_MODEL) or adapter_params(self.model, POLICY)
             loss = torch.stack([p.sum() for p in params]).sum() * 0.0
-        self._metrics[mode]["losses/total"].append(float(loss.detach()) * self._ga_factor(mode))
+        self._metrics[mode][rr.LOSS_TOTAL].append(float(loss.detach()) * self._ga_factor(mode))
         activate(self.model, POLICY)  # only the policy adapter is ever active outside compute_loss
         return loss
 
@@ -241,16 +242,16 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         self._step_probe = None  # consumed: a later step without a probe must not read this one's
         metrics = self._metrics["train"]
         if split is not None:
-            metrics["grad_norm/policy_from_rl"].append(split[0])
-            metrics["grad_norm/wm_over_rl"].append(split[1])
-        metrics["grad_norm/policy"].append(policy)
-        metrics["grad_norm/wm"].append(wm)
-        metrics["grad_norm/clip_coef"].append(coef)
+            metrics[rr.GRAD_POLICY_FROM_RL].append(split[0])
+            metrics[rr.GRAD_WM_OVER_RL].append(split[1])
+        metrics[rr.GRAD_POLICY].append(policy)
+        metrics[rr.GRAD_WM].append(wm)
+        metrics[rr.GRAD_CLIP_COEF].append(coef)
         if self._wm_enabled and policy > 0 and wm > 0:
             ratio = policy / wm
-            metrics["grad_norm/policy_over_wm"].append(ratio)
-            metrics["warnings/policy_dominates"].append(float(ratio > self.RATIO_LIMIT))
-            metrics["warnings/wm_dominates"].append(float(ratio < 1.0 / self.RATIO_LIMIT))
+            metrics[rr.GRAD_POLICY_OVER_WM].append(ratio)
+            metrics[rr.WARN_POLICY_DOMINATES].append(float(ratio > self.RATIO_LIMIT))
+            metrics[rr.WARN_WM_DOMINATES].append(float(ratio < 1.0 / self.RATIO_LIMIT))
 
     # The RL part counts as zero below this share of the policy's whole gradient: float round-off of
     # (whole - world-model part) when every group had zero reward variance.

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from lfo_cli import run_record as rr
 from lfo_cli.train.wm_batches import IGNORE_INDEX, SharedPrefixBatch, WMBatch
 
 
@@ -85,10 +86,10 @@ def world_model_forward(model, batch: WMBatch | Sequence[WMBatch]) -> tuple[torc
     per_example = sums / count.clamp(min=1)
     loss = per_example.mean()
     metrics = {
-        "wm/token_acc": float(correct.sum()) / max(int(count.sum()), 1),
-        "wm/examples": float(len(per_example)),
-        "wm/target_tokens": float(count.sum()),
-        "wm/correct_tokens": float(correct.sum()),
+        rr.WM_TOKEN_ACC: float(correct.sum()) / max(int(count.sum()), 1),
+        rr.WM_EXAMPLES: float(len(per_example)),
+        rr.WM_TARGET_TOKENS: float(count.sum()),
+        rr.WM_CORRECT_TOKENS: float(correct.sum()),
     }
     return loss, per_example.detach(), metrics
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text, read_json
 from lfo_cli.wmil.config import WMILConfig
@@ -50,17 +51,17 @@ def _run_one(base: dict, condition: str, seed: int, out: Path, force: bool) -> d
         return {"condition": condition, "seed": seed, "eval_success": res["success"], "train_auc": res["success"],
                 "final_train_success": res["success"], "wm_mse": None, "first_step_gt_0.5": None}
     run_dir = out / condition / f"seed_{seed}"
-    summary_path = run_dir / "summary.json"
-    if summary_path.is_file() and not force and read_json(run_dir / "config.json") == cfg.to_dict():
+    summary_path = run_dir / rr.SUMMARY_FILE
+    if summary_path.is_file() and not force and read_json(run_dir / rr.WMIL_CONFIG_FILE) == cfg.to_dict():
         summary = read_json(summary_path)
     else:
         summary = train(cfg, run_dir, force=True, progress=False, quiet=True)
-    rows_level = summary["eval"]["per_level"][level]
+    rows_level = summary[rr.WMIL_EVAL]["per_level"][level]
     import pandas as pd
 
     df = pd.read_csv(run_dir / "metrics.csv")
     return {"condition": condition, "seed": seed, "eval_success": rows_level["success"],
-            "train_auc": float(df["charts/success"].mean()), "final_train_success": summary["final"]["charts/success"],
+            "train_auc": float(df[rr.WMIL_SUCCESS].mean()), "final_train_success": summary["final"][rr.WMIL_SUCCESS],
             "wm_mse": rows_level.get("wm_mse"), "first_step_gt_0.5": summary["checks"]["first_step_success_gt_0.5"]}
 
 

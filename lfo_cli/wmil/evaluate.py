@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text
 from lfo_cli.wmil.envs import VecEnv
@@ -63,13 +64,13 @@ def write_training_figures(rows: list[dict], out_dir: Path) -> None:
 
     df = pd.DataFrame(rows)
     atomic_write_text(out_dir / "metrics.csv", df.to_csv(index=False))
-    panels = [("charts/success", "success"), ("losses/entropy", "policy entropy"),
+    panels = [(rr.WMIL_SUCCESS, "success"), ("losses/entropy", "policy entropy"),
               ("losses/world_model", "world-model MSE"), (["reward/goal", "reward/pred", "reward/cons"], "reward components")]
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
     for ax, (keys, title) in zip(axes, panels, strict=True):
         for k in [keys] if isinstance(keys, str) else keys:
             if k in df:
-                ax.plot(df["step"], df[k], label=k)
+                ax.plot(df[rr.STEP], df[k], label=k)
         ax.set_title(title)
         ax.set_xlabel("training step")
         if not isinstance(keys, str):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
 from lfo_cli.wmil.config import WMILConfig
@@ -26,9 +27,9 @@ def load_model_from_run(run_dir: Path) -> tuple[WMILConfig, BabyModel, Task]:
     from safetensors.torch import load_file
 
     run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file():
+    if not (run_dir / rr.WMIL_CONFIG_FILE).is_file():
         raise LfoError(f"{run_dir}: not a WMIL run directory (no config.json)")
-    cfg = WMILConfig.from_dict(read_json(run_dir / "config.json"))
+    cfg = WMILConfig.from_dict(read_json(run_dir / rr.WMIL_CONFIG_FILE))
     ckpt = latest_checkpoint(run_dir)
     if ckpt is None:
         raise LfoError(f"{run_dir}: no checkpoint found")

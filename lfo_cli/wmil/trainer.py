@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import (
     append_jsonl,
@@ -161,7 +162,7 @@ class Trainer:
         metrics = self.update_reinforce(batch) if reinforce else self.update_ppo(batch)
         self.step += 1
         success = batch.episode_success.float()
-        metrics.update({"charts/success": success.mean().item(), "reward/goal": batch.goal.sum(1).mean().item(),
+        metrics.update({rr.WMIL_SUCCESS: success.mean().item(), "reward/goal": batch.goal.sum(1).mean().item(),
                         "charts/level": float(self.env.level)})
         if cfg.curriculum and self.curriculum.update(success.tolist(), self.step):
             self.env.level = self.curriculum.level
@@ -191,7 +192,7 @@ class Trainer:
         with atomic_dir(self.ckpt_root / name) as tmp:
             atomic_write_bytes(tmp / "model.safetensors", st_save(weights))
             atomic_write_bytes(tmp / "trainer_state.pt", buf.getvalue())
-            atomic_write_json(tmp / "config.json", self.cfg.to_dict())
+            atomic_write_json(tmp / rr.WMIL_CONFIG_FILE, self.cfg.to_dict())
         atomic_write_json(self.ckpt_root / "latest.json", {"step": self.step, "dir": name})
         for old in sorted(self.ckpt_root.glob("step_*"))[:-2]:  # keep the last two
             shutil.rmtree(old, ignore_errors=True)
@@ -248,11 +249,11 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
     ``stop_at_success`` (benchmarks only) ends training at the first metrics row at or above it.
     """
     out = Path(out_dir)
-    metrics_path = out / "metrics.jsonl"
+    metrics_path = out / rr.METRICS_FILE
     if resume:
-        if not (out / "config.json").is_file():
+        if not (out / rr.WMIL_CONFIG_FILE).is_file():
             raise LfoError(f"--resume: {out} has no config.json (nothing to resume)")
-        saved = read_json(out / "config.json")
+        saved = read_json(out / rr.WMIL_CONFIG_FILE)
         if saved != cfg.to_dict():
             diff = sorted(k for k in saved if saved.get(k) != cfg.to_dict().get(k))
             raise LfoError(f"--resume: options differ from the run in {out} ({', '.join(diff)}); resume with the same options")
@@ -272,9 +273,9 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
         atomic_write_jsonl(metrics_path, rows)
         log(f"resumed from {ckpt} at step {trainer.step}")
     else:
-        atomic_write_json(out / "config.json", cfg.to_dict())
+        atomic_write_json(out / rr.WMIL_CONFIG_FILE, cfg.to_dict())
         atomic_write_jsonl(metrics_path, [])
-    atomic_write_json(out / "run_metadata.json", run_metadata(cfg.seed, cfg.to_dict()))
+    atomic_write_json(out / rr.RUN_METADATA_FILE, run_metadata(cfg.seed, cfg.to_dict()))
 
     acc: dict[str, list[float]] = defaultdict(list)
     t0 = time.perf_counter()
@@ -289,11 +290,11 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
             for k, v in m.items():
                 acc[k].append(v)
             if trainer.step % cfg.log_every == 0 or trainer.step == cfg.steps:
-                row = {"step": trainer.step, **{k: sum(v) / len(v) for k, v in sorted(acc.items())}}
+                row = {rr.STEP: trainer.step, **{k: sum(v) / len(v) for k, v in sorted(acc.items())}}
                 # env steps of this window (horizon can change with the curriculum level)
                 row["charts/env_steps_delta"] = int(sum(cfg.num_envs * trainer.task.horizon(int(lv)) for lv in acc["charts/level"]))
                 env_steps += row["charts/env_steps_delta"]
-                row["charts/env_steps"] = env_steps
+                row[rr.WMIL_ENV_STEPS] = env_steps
                 row["curriculum/level"] = trainer.curriculum.level
                 elapsed = time.perf_counter() - t0
                 row["time/wall_s"] = wall_before + elapsed
@@ -303,9 +304,9 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
                 append_jsonl(metrics_path, row)
                 rows.append(row)
                 acc.clear()
-                bar.update(trainer.step, note=f"success {row['charts/success']:.2f} · entropy "
+                bar.update(trainer.step, note=f"success {row[rr.WMIL_SUCCESS]:.2f} · entropy "
                            f"{row['losses/entropy']:.2f} · level {trainer.env.level}")
-                if stop_at_success is not None and row["charts/success"] >= stop_at_success:
+                if stop_at_success is not None and row[rr.WMIL_SUCCESS] >= stop_at_success:
                     stopped_early = True
                     break
             if trainer.step % cfg.save_every == 0:
@@ -321,7 +322,7 @@ def training_checks(rows: list[dict]) -> dict:
         return {}
 
     def first_step(threshold: float):
-        return next((r["step"] for r in rows if r["charts/success"] > threshold), None)
+        return next((r[rr.STEP] for r in rows if r[rr.WMIL_SUCCESS] > threshold), None)
 
     k = max(1, len(rows) // 10)
     first, last = rows[:k], rows[-k:]
@@ -333,8 +334,8 @@ def training_checks(rows: list[dict]) -> dict:
     out = {"first_step_success_gt_0.5": first_step(0.5), "first_step_success_gt_0.9": first_step(0.9),
            "entropy_first10": mean(first, "losses/entropy"), "entropy_last10": mean(last, "losses/entropy"),
            "wm_mse_first10": mean(first, "losses/world_model"), "wm_mse_last10": mean(last, "losses/world_model"),
-           "success_at_5000": next((r["charts/success"] for r in rows if r["step"] == 5000), None),
-           "final_success": rows[-1]["charts/success"], "best_success": max(r["charts/success"] for r in rows)}
+           "success_at_5000": next((r[rr.WMIL_SUCCESS] for r in rows if r[rr.STEP] == 5000), None),
+           "final_success": rows[-1][rr.WMIL_SUCCESS], "best_success": max(r[rr.WMIL_SUCCESS] for r in rows)}
     out["entropy_falls"] = out["entropy_last10"] < out["entropy_first10"]
     out["wm_mse_falls"] = out["wm_mse_last10"] < out["wm_mse_first10"]
     return out
@@ -351,15 +352,15 @@ def finish_run(trainer: Trainer, rows: list[dict], *, quiet: bool = False, stopp
         "steps": trainer.step, "step_definition": "one policy update on num_envs episodes "
         f"({cfg.num_envs} x episode length env steps)", "stopped_early": stopped_early,
         "num_parameters": trainer.model.num_parameters(), "final": final, "checks": training_checks(rows),
-        "eval": evaluation, "curriculum_history": trainer.curriculum.history,
+        rr.WMIL_EVAL: evaluation, "curriculum_history": trainer.curriculum.history,
         "parent_stats": trainer.parent.stats(),
         "wall_s": rows[-1]["time/wall_s"] if rows else 0.0,
         "run_metadata": run_metadata(cfg.seed, cfg.to_dict()),
     }
-    atomic_write_json(out / "summary.json", summary)
+    atomic_write_json(out / rr.SUMMARY_FILE, summary)
     if not quiet:
         c = summary["checks"]
-        print(f"done: step {trainer.step}, final success {final.get('charts/success', float('nan')):.3f}, "
+        print(f"done: step {trainer.step}, final success {final.get(rr.WMIL_SUCCESS, float('nan')):.3f}, "
               f"eval success {evaluation['overall']['success']:.3f}, entropy {c.get('entropy_first10', 0):.3f}->"
               f"{c.get('entropy_last10', 0):.3f}, WM MSE {c.get('wm_mse_first10', 0):.4f}->{c.get('wm_mse_last10', 0):.4f}; "
               f"wrote {out}")
