@@ -41,6 +41,7 @@ BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone
 def evaluate_agent(
     model, tokenizer, world, tasks: list, *, temperature: float = 1.0, max_turns: int = 16,
     max_new_tokens: int = 128, batch_size: int = 50, seed: int = 0, progress=None, generate_fn=None,
+    sampler: str = "lfo",
 ) -> dict[str, Any]:
     """Play ``tasks`` with the model; returns per-turn validity and per-episode outcomes.
 
@@ -50,7 +51,7 @@ def evaluate_agent(
     department order, phone calls, forms, invalid calls).
 
     Each assistant turn is sampled at ``temperature`` from the chat-templated conversation
-    (:func:`~lfo_cli.models.sampler.sample_turn`; 0 is greedy) and
+    (:func:`~lfo_cli.models.sampler.sample_turn`; 0 is greedy; ``sampler="generate"``: ``model.generate``) and
     parsed with TRL's ``parse_response`` (the GRPO tool loop's parser). ``progress(done, total)`` is called
     after every generation round with the episodes finished so far out of all of ``tasks``. A turn is a *valid tool
     call* when it holds exactly one call to a known tool with an argument object. A turn without a
@@ -67,6 +68,7 @@ def evaluate_agent(
     if model is not None:
         model.eval()
     generator = torch.Generator().manual_seed(seed)  # one stream for the whole call: the same draws every time
+    torch.manual_seed(seed)  # generate's draws (sampler="generate") come from the global stream
     episodes, turns, samples = [], [], []
     for start in range(0, len(tasks), batch_size):
         chunk = tasks[start:start + batch_size]
@@ -84,6 +86,13 @@ def evaluate_agent(
             ]
             if generate_fn is not None:
                 generated = generate_fn(prompt_ids, temperature, max_new_tokens, seed + start)
+            elif sampler == "generate":  # transformers' generate, the reference lfo's loop is measured against
+                batch = tokenizer.pad({"input_ids": prompt_ids}, return_tensors="pt", padding_side="left").to(model.device)
+                with torch.no_grad():
+                    out = model.generate(**batch, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                                         max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                         eos_token_id=tokenizer.eos_token_id)
+                generated = [row[batch["input_ids"].shape[1]:].tolist() for row in out]
             else:
                 generated = sample_turn(model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
                                         eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,

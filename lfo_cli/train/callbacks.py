@@ -69,12 +69,14 @@ class Validation(TrainerCallback):
 
     def __init__(self, run_dir: Path, world, tasks: list, tokenizer, every: int, temperature: float,
                  seed: int, save_every: int, max_turns: int, tasks_seen=None, heldout: list | None = None,
-                 heldout_every: int = 0, wm_probe: list | None = None, wm_adapters: list[str] | None = None):
+                 heldout_every: int = 0, wm_probe: list | None = None, wm_adapters: list[str] | None = None,
+                 sampler: str = "lfo"):
         self.run_dir, self.world, self.tasks, self.tokenizer = Path(run_dir), world, tasks, tokenizer
         self.every, self.temperature, self.seed = every, temperature, seed
         self.tasks_seen, self.save_every, self.max_turns = tasks_seen, save_every, max_turns
         self.heldout, self.heldout_every = heldout or [], heldout_every
         self.wm_probe, self.wm_adapters = wm_probe or [], wm_adapters
+        self.sampler = sampler  # the run's trainer.sampler: validation samples as the rollouts do
         self.last: dict[str, float] = {}
         self.last_step = -1
 
@@ -84,7 +86,8 @@ class Validation(TrainerCallback):
         with ProgressLog(label, len(tasks), unit="episode", cadence=Cadence(fraction=None),
                          enabled=not is_terminal(sys.stdout)) as plog:
             return evaluate_agent(model, self.tokenizer, self.world, tasks, temperature=self.temperature,
-                                  max_turns=self.max_turns, seed=self.seed, progress=episode_progress(plog))
+                                  max_turns=self.max_turns, seed=self.seed, progress=episode_progress(plog),
+                                  sampler=self.sampler)
 
     handler = None  # the trainer's callback handler: validation rows go through on_log, to metrics.jsonl and trackers
 

@@ -68,6 +68,13 @@ class DualLoRAConfig(GRPOConfig):
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping over both adapters together."})
     num_generations: int | None = field(default=8, metadata={"help": "Rollouts per prompt (the group)."})
 
+    sampler: str = field(
+        default="lfo",
+        metadata={"help": "How rollout turns (without vLLM) and validation episodes are sampled: lfo "
+                  "(lfo_cli.models.sampler: a KV-cache loop whose finished rows leave the batch; rollouts only with "
+                  "plain sampling on one process, else TRL's path) or generate (transformers' model.generate). The "
+                  "same distribution; docs/training.md gives the measured speed."},
+    )
     wm: WorldModelSettings = field(
         default_factory=WorldModelSettings,
         metadata={"help": "The world-model term (lfo_cli.train.wm_settings): the recipe's wm section, as is."},
@@ -101,6 +108,8 @@ class DualLoRAConfig(GRPOConfig):
                 + ", ".join(name for name, cls in OBJECTIVES.items() if not cls.own_forward)
             )
         check_report_to(self.report_to)
+        if self.sampler not in ("lfo", "generate"):
+            raise LfoError(f"trainer.sampler must be lfo or generate, got {self.sampler!r}")
 
     def to_dict(self) -> dict:
         """TRL's serialisation (trackers, `to_json_string`) with the world-model settings as a mapping."""

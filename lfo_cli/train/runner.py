@@ -98,7 +98,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,
                    cfg.eval.save_trajectories_every, args.max_tool_calling_iterations,
                    heldout=heldout_tasks, heldout_every=cfg.eval.heldout_every,
-                   wm_probe=wm_probe, wm_adapters=list(objective.predict_adapters)),
+                   wm_probe=wm_probe, wm_adapters=list(objective.predict_adapters), sampler=args.sampler),
     ]
     trainer = DualLoRAGRPOTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,

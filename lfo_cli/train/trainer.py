@@ -9,6 +9,10 @@ or change; ``tests/train`` exercises each against the pinned TRL 1.16:
 
 * ``__init__`` — builds the objective, adds the surprise bonus as a reward function
   (``wm.intrinsic=surprise``), checks the adapters and registers the optimizer-step callback.
+* ``_generate_single_turn`` (private) — with ``trainer.sampler: lfo`` (the default) and plain sampling on
+  one process (no vLLM, top-k/top-p/min-p or repetition penalty, no DeepSpeed/FSDP, text only), one
+  turn of the rollouts is sampled by :func:`lfo_cli.models.sampler.sample_turn` instead of
+  ``model.generate``: the same distribution, finished rows leave the batch. Otherwise TRL's own.
 * ``_generate_and_score_completions`` (private) — after TRL's multi-turn tool rollouts, the objective adds
   its rollout record (:mod:`lfo_cli.train.rollout_record`): world-model examples from each rollout's
   environment, or the reply-token masks, and the generation's total of its normaliser's units. TRL's
@@ -49,6 +53,7 @@ from trl import GRPOTrainer
 
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
+from lfo_cli.models.sampler import sample_turn
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
 from lfo_cli.train.objectives import WorldModelObjective
 from lfo_cli.train.rollout_record import EXAMPLES, REPLY_MASK, UNITS, Example, RolloutRecord, StepWMMetrics
@@ -92,6 +97,22 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         super()._load_from_checkpoint(resume_from_checkpoint, model=model)
         activate(self.model, POLICY)  # before the optimizer is built, so it covers both adapters again
+
+    # ---- rollouts: one turn, sampled by lfo's loop where the settings are plain sampling -------------
+    def _plain_sampling(self) -> bool:
+        a = self.args
+        return (a.sampler == "lfo" and not a.use_vllm and not a.use_transformers_continuous_batching
+                and a.generation_kwargs is None and a.cache_implementation is None and a.top_k in (0, None)
+                and a.top_p == 1.0 and a.min_p is None and a.repetition_penalty == 1.0 and not self._is_vlm
+                and not self.is_deepspeed_enabled and not self.is_fsdp_enabled)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if not self._plain_sampling() or multimodal_fields or has_tool_images:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        model = self.accelerator.unwrap_model(self.model)  # in train mode, as TRL samples (LoRA dropout on)
+        completions = sample_turn(model, prompt_ids, max_new_tokens=self.max_completion_length, eos_ids=self.eos_token_ids,
+                                  pad_id=self._tokenizer.pad_token_id, temperature=self.temperature)
+        return completions, None  # no sampling log-probs, as TRL's own transformers path
 
     # ---- rollouts: the objective keeps what its loss reads (the rollout record) ---------------------
     def _generate_and_score_completions(self, inputs):

@@ -1,0 +1,56 @@
+"""Rollout turns sampled by lfo's loop inside the trainer: where it applies, and the log-probs the loss uses."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_trainer import make_trainer  # noqa: E402
+from tiny import tiny_tokenizer  # noqa: E402
+
+from lfo_cli.models import sampler  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+@pytest.mark.parametrize(("settings", "lfo"), [({}, True), ({"sampler": "generate"}, False), ({"top_p": 0.9}, False),
+                                               ({"top_k": 5}, False), ({"repetition_penalty": 1.1}, False)])
+def test_plain_sampling_goes_through_lfos_loop_and_anything_else_through_trls(tokenizer, tmp_path, settings, lfo):
+    trainer = make_trainer(tokenizer, tmp_path, max_completion_length=6, **settings)
+    prompts = [tokenizer("the rep said")["input_ids"], tokenizer("please call billing fraud")["input_ids"]]
+    with mock.patch("lfo_cli.train.trainer.sample_turn", wraps=sampler.sample_turn) as spy:
+        completions, logprobs = trainer._generate_single_turn(prompts, None, {}, num_generations=1)
+    assert spy.called == lfo and logprobs is None and len(completions) == 2
+    assert all(1 <= len(c) <= 6 for c in completions)
+
+
+def test_the_loss_reads_the_log_probs_of_a_full_forward_over_sampled_rollouts(tokenizer, tmp_path):
+    """Rollouts from lfo's loop, then TRL's per-token log-probs (what the DAPO loss uses) against a plain
+    forward over the same padded sequences: within 1e-5."""
+    trainer = make_trainer(tokenizer, tmp_path, max_completion_length=10, bf16=False)  # the CPU recipes' precision
+    prompts = [tokenizer(t)["input_ids"] for t in ("the rep said", "account number and zip code", "claims")]
+    torch.manual_seed(0)
+    completions, _ = trainer._generate_single_turn(prompts, None, {}, num_generations=1)
+    pad = tokenizer.pad_token_id
+    prompt_ids, prompt_mask = sampler.left_pad(prompts, pad)
+    width = max(map(len, completions))
+    completion_ids = torch.tensor([c + [pad] * (width - len(c)) for c in completions])
+    completion_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions])
+    ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    mask = torch.cat([prompt_mask, completion_mask], dim=1)
+    model = trainer.model.eval()
+    with torch.no_grad():
+        trl_logps = trainer._get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep=width)[0]
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, -width - 1:-1] / trainer.temperature
+        full = torch.log_softmax(logits.float(), dim=-1).gather(-1, completion_ids[..., None])[..., 0]
+    on = completion_mask.bool()
+    assert torch.allclose(trl_logps[on], full[on], atol=1e-5)
+
