@@ -1,0 +1,98 @@
+"""Is a checkpoint's sampled success the same under lfo's sampler and under `model.generate`?
+
+Both samplers play the same episodes (``--tasks`` fresh tasks of the training companies at difficulties
+1-2, ``--samples`` each, the validation's settings: temperature 1, 16 turns) from the recipe's warm start;
+the success difference is tested for equivalence within ``--margin`` by two one-sided paired t-tests
+(TOST) over the episodes, and the wall time of each sampler is printed as a ratio.
+
+    python benchmarks/sampler_equivalence.py --recipe observation_micro --tasks 500 --samples 2
+
+Writes ``reports/benchmarks/sampler_equivalence_<recipe>_<date>_<commit>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tost_paired(diffs: list[float], margin: float) -> dict:
+    """Two one-sided paired t-tests of mean(diffs) in (-margin, +margin); equivalent when both p < 0.05."""
+    from scipy import stats
+
+    lower = stats.ttest_1samp(diffs, -margin, alternative="greater").pvalue
+    upper = stats.ttest_1samp(diffs, margin, alternative="less").pvalue
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else math.nan
+    half = stats.t.ppf(0.95, n - 1) * sd / math.sqrt(n)  # the 90% interval that TOST at 5% checks
+    return {"mean_diff": mean, "ci90": [mean - half, mean + half], "p_lower": float(lower), "p_upper": float(upper),
+            "p": float(max(lower, upper)), "equivalent": bool(max(lower, upper) < 0.05), "margin": margin, "n": n}
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    return done.stdout.strip() or "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--recipe", default="observation_micro")
+    ap.add_argument("--tasks", type=int, default=500)
+    ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--margin", type=float, default=0.03, help="equivalence margin on the success rate")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out-dir", type=Path, default=REPO / "reports" / "benchmarks")
+    a = ap.parse_args(argv)
+
+    import torch
+
+    from lfo_cli.env import load_world
+    from lfo_cli.env.tasks import fresh_training_tasks
+    from lfo_cli.models.agent_eval import evaluate_agent
+    from lfo_cli.models.registry import load_model
+    from lfo_cli.models.warmstart import ensure_warmstart
+    from lfo_cli.recipes import load_recipe
+    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
+
+    torch.set_num_threads(a.threads)
+    cfg = load_recipe(a.recipe).config
+    base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir, build=False))
+    model, tok = load_model(base, dtype="float32")
+    world = load_world(cfg.data.dir)
+    pool = [t for t in fresh_training_tasks(world, 8 * a.tasks, seed=a.seed + 1) if t.difficulty <= 2][: a.tasks]
+    tasks = [t for t in pool for _ in range(a.samples)]
+    results, seconds = {}, {}
+    for sampler in ("generate", "lfo"):
+        start = time.perf_counter()
+        out = evaluate_agent(model, tok, world, tasks, temperature=1.0, max_turns=16, seed=a.seed, sampler=sampler)
+        seconds[sampler] = time.perf_counter() - start
+        results[sampler] = [float(e["success"]) for e in out["episodes"]]
+        print(f"{sampler}: success {sum(results[sampler]) / len(tasks):.3f} over {len(tasks)} episodes, "
+              f"{seconds[sampler]:.1f} s", flush=True)
+    diffs = [x - y for x, y in zip(results["lfo"], results["generate"], strict=True)]
+    test = tost_paired(diffs, a.margin)
+    verdict = "equivalent" if test["equivalent"] else "not shown equivalent"
+    print(f"lfo - generate: {test['mean_diff']:+.4f} (90% CI [{test['ci90'][0]:+.4f}, {test['ci90'][1]:+.4f}]), "
+          f"TOST p {test['p']:.2g} at margin {a.margin}: {verdict}; time lfo / generate "
+          f"x{seconds['lfo'] / seconds['generate']:.3f}")
+    result = {"recipe": a.recipe, "episodes": len(tasks), "success": {k: sum(v) / len(v) for k, v in results.items()},
+              "seconds": {k: round(v, 1) for k, v in seconds.items()}, "tost": test, "threads": a.threads,
+              "commit": _commit(), "date": time.strftime("%Y-%m-%d")}
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    path = a.out_dir / f"sampler_equivalence_{a.recipe}_{result['date']}_{result['commit']}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
