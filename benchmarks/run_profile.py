@@ -8,7 +8,7 @@ so the phases add up to the run's wall time.
     python benchmarks/run_profile.py --recipe observation_micro --steps 10
     python benchmarks/run_profile.py --recipe observation_micro --steps 10 --set wm.coef=0 --tag baseline
 
-Phases: generation (TRL's model.generate per turn), generation other (the tool loop's own Python: parsing
+Phases: generation (a rollout turn: lfo's sampler or TRL's model.generate), generation other (the tool loop's own Python: parsing
 calls, building the next turn's prompt), environment (the tools), reward, old log-probs (TRL's forward
 over the rollouts during generation), world-model record (the objective's collect), policy loss and
 world-model loss (their forwards), backward, optimizer, evaluation (validation and held-out), checkpoint,
@@ -74,6 +74,7 @@ def instrument(timer: PhaseTimer) -> None:
     T = trainer.DualLoRAGRPOTrainer
     timer.wrap(GRPOTrainer, "_generate_and_score_completions", "generation other")
     timer.wrap(GRPOTrainer, "_generate_single_turn", "generation")
+    timer.wrap(T, "_generate_single_turn", "generation")  # lfo's sampler (trainer.sampler: lfo)
     for tool in ("search_company", "auth_info_form", "make_phone_call", "reset"):
         timer.wrap(CustomerServiceEnv, tool, "environment")
     timer.wrap(GRPOTrainer, "_calculate_rewards", "reward")
