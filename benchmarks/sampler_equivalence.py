@@ -3,7 +3,8 @@
 Both samplers play the same episodes (``--tasks`` fresh tasks of the training companies at difficulties
 1-2, ``--samples`` each, the validation's settings: temperature 1, 16 turns) from the recipe's warm start;
 the success difference is tested for equivalence within ``--margin`` by two one-sided paired t-tests
-(TOST) over the episodes, and the wall time of each sampler is printed as a ratio.
+(TOST) over the episodes, and the wall time of each sampler is printed as a ratio (blocks of episodes,
+the samplers alternating, so that the machine's load falls on both).
 
     python benchmarks/sampler_equivalence.py --recipe observation_micro --tasks 500 --samples 2
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--margin", type=float, default=0.03, help="equivalence margin on the success rate")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--blocks", type=int, default=4, help="episode blocks, samplers alternating")
     ap.add_argument("--out-dir", type=Path, default=REPO / "reports" / "benchmarks")
     a = ap.parse_args(argv)
 
@@ -70,14 +72,21 @@ def main(argv: list[str] | None = None) -> int:
     world = load_world(cfg.data.dir)
     pool = [t for t in fresh_training_tasks(world, 8 * a.tasks, seed=a.seed + 1) if t.difficulty <= 2][: a.tasks]
     tasks = [t for t in pool for _ in range(a.samples)]
-    results, seconds = {}, {}
-    for sampler in ("generate", "lfo"):
-        start = time.perf_counter()
-        out = evaluate_agent(model, tok, world, tasks, temperature=1.0, max_turns=16, seed=a.seed, sampler=sampler)
-        seconds[sampler] = time.perf_counter() - start
-        results[sampler] = [float(e["success"]) for e in out["episodes"]]
-        print(f"{sampler}: success {sum(results[sampler]) / len(tasks):.3f} over {len(tasks)} episodes, "
-              f"{seconds[sampler]:.1f} s", flush=True)
+    # Blocks of episodes, each played by both samplers in alternating order: a change in the machine's load
+    # falls on both, so the time ratio is fair on a busy machine too.
+    results: dict[str, list[float]] = {"generate": [], "lfo": []}
+    seconds = {"generate": 0.0, "lfo": 0.0}
+    size = math.ceil(len(tasks) / a.blocks)
+    for b in range(a.blocks):
+        block = tasks[b * size:(b + 1) * size]
+        for sampler in (("generate", "lfo") if b % 2 == 0 else ("lfo", "generate")):
+            start = time.perf_counter()
+            out = evaluate_agent(model, tok, world, block, temperature=1.0, max_turns=16, seed=a.seed + b,
+                                 sampler=sampler)
+            seconds[sampler] += time.perf_counter() - start
+            results[sampler] += [float(e["success"]) for e in out["episodes"]]
+        print(f"block {b + 1}/{a.blocks}: " + ", ".join(f"{k} {sum(v) / len(v):.3f} ({seconds[k]:.0f} s)"
+                                                       for k, v in results.items()), flush=True)
     diffs = [x - y for x, y in zip(results["lfo"], results["generate"], strict=True)]
     test = tost_paired(diffs, a.margin)
     verdict = "equivalent" if test["equivalent"] else "not shown equivalent"

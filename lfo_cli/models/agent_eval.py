@@ -16,7 +16,7 @@ from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, Episode
 from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.env.world import sub_seed
 from lfo_cli.models import prompts as P
-from lfo_cli.models.sampler import sample_turn
+from lfo_cli.models.sampler import sample_turn_cached
 from lfo_cli.models.trajectories import FINAL_REPLY
 
 
@@ -51,7 +51,8 @@ def evaluate_agent(
     department order, phone calls, forms, invalid calls).
 
     Each assistant turn is sampled at ``temperature`` from the chat-templated conversation
-    (:func:`~lfo_cli.models.sampler.sample_turn`; 0 is greedy; ``sampler="generate"``: ``model.generate``) and
+    (:func:`~lfo_cli.models.sampler.sample_turn_cached`, which reads only what the conversation added since the
+    episode's last turn; 0 is greedy; ``sampler="generate"``: ``model.generate``) and
     parsed with TRL's ``parse_response`` (the GRPO tool loop's parser). ``progress(done, total)`` is called
     after every generation round with the episodes finished so far out of all of ``tasks``. A turn is a *valid tool
     call* when it holds exactly one call to a known tool with an argument object. A turn without a
@@ -78,6 +79,7 @@ def evaluate_agent(
             convs.append(P.build_messages(env.reset(task, sub_seed("warmstart-eval", seed, task.task_id) % 2**31)))
         active = list(range(len(chunk)))
         ended_by = ["max_turns"] * len(chunk)
+        prompt_kv: list = [None] * len(chunk)  # each episode's last prompt with its keys and values
         while active:
             prompt_ids = [
                 tokenizer.apply_chat_template(convs[i], tools=tools, add_generation_prompt=True, tokenize=True,
@@ -93,10 +95,13 @@ def evaluate_agent(
                                          max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                                          eos_token_id=tokenizer.eos_token_id)
                 generated = [row[batch["input_ids"].shape[1]:].tolist() for row in out]
-            else:
-                generated = sample_turn(model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                                        eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
-                                        generator=generator)
+            else:  # each turn reads only what its conversation added since the last one
+                generated, kept = sample_turn_cached(
+                    model, prompt_ids, [prompt_kv[i] for i in active], max_new_tokens=max_new_tokens,
+                    temperature=temperature, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
+                    generator=generator)
+                for i, kv in zip(active, kept, strict=True):
+                    prompt_kv[i] = kv
             still = []
             for row, i in enumerate(active):
                 ids = generated[row]

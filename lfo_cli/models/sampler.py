@@ -16,6 +16,7 @@ Only plain sampling: no top-k/top-p/min-p, repetition penalty or other processor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,27 +50,87 @@ def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | 
     return (probs / race).argmax(-1)
 
 
+@dataclass
+class PromptKV:
+    """A row's prompt and its keys and values in every layer (``[heads, len(ids), head_dim]`` each): the next
+    turn's prompt starts with it, so only the new part has to be read."""
+
+    ids: tuple[int, ...]
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+
+    def prefix_of(self, prompt: Sequence[int]) -> bool:
+        return len(self.ids) < len(prompt) and tuple(prompt[: len(self.ids)]) == self.ids
+
+
 def sample_turn(
     model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, eos_ids: Sequence[int], pad_id: int,
     temperature: float = 1.0, generator: torch.Generator | None = None,
 ) -> list[list[int]]:
     """Sample up to ``max_new_tokens`` after each prompt; each row's tokens end with its first EOS id
     (kept) or at the budget. The model runs in whatever mode it is in (TRL samples rollouts in train mode)."""
+    return sample_turn_cached(model, prompts, [None] * len(prompts), max_new_tokens=max_new_tokens, eos_ids=eos_ids,
+                              pad_id=pad_id, temperature=temperature, generator=generator)[0]
+
+
+def sample_turn_cached(
+    model, prompts: Sequence[Sequence[int]], prior: Sequence[PromptKV | None], *, max_new_tokens: int,
+    eos_ids: Sequence[int], pad_id: int, temperature: float = 1.0, generator: torch.Generator | None = None,
+) -> tuple[list[list[int]], list[PromptKV]]:
+    """:func:`sample_turn` that reads only what each prompt adds to its row's ``prior`` (the last turn's
+    :class:`PromptKV`, used when it is a prefix of the new prompt) and returns every row's new one."""
     import torch
 
     if not prompts:
-        return []
+        return [], []
     with torch.no_grad():
-        return _sample(model, prompts, max_new_tokens, list(eos_ids), pad_id, temperature, generator)
+        return _sample(model, prompts, list(prior), max_new_tokens, list(eos_ids), pad_id, temperature, generator)
 
 
-def _sample(model, prompts, max_new_tokens, eos_ids, pad_id, temperature, generator) -> list[list[int]]:
+def _prefill(model, prompts, prior, pad_id, device):
+    """One forward over each row's new tokens on top of its reused keys and values. The cached part is
+    left-padded to the longest and the new part too, so a row may have masked holes between them; position
+    ids count the real tokens only, as the previous turn did."""
+    import torch
+    from transformers import DynamicCache
+
+    reused = [p if p is not None and p.prefix_of(x) else None for p, x in zip(prior, prompts, strict=True)]
+    cached = [len(p.ids) if p is not None else 0 for p in reused]
+    width = max(cached)
+    suffix_ids, suffix_mask = left_pad([x[c:] for x, c in zip(prompts, cached, strict=True)], pad_id)
+    cache_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    cache = None
+    if width:
+        ref = next(p for p in reused if p is not None)
+        layers = []
+        for layer, (k0, _) in enumerate(ref.kv):
+            heads, dim = k0.shape[0], k0.shape[-1]
+            stacked = []
+            for which in (0, 1):  # keys, values
+                stacked.append(torch.stack([
+                    torch.cat([k0.new_zeros((heads, width - c, dim)), p.kv[layer][which]], 1) if p is not None
+                    else k0.new_zeros((heads, width, dim)) for p, c in zip(reused, cached, strict=True)]).to(device))
+            layers.append(tuple(stacked))
+        cache = DynamicCache(ddp_cache_data=layers)
+        for row, c in enumerate(cached):
+            cache_mask[row, width - c:] = 1
+    mask = torch.cat([cache_mask, suffix_mask], dim=1).to(device)
+    position = ((mask.cumsum(-1) - 1).masked_fill(mask == 0, 1))[:, width:]  # as `generate` builds them
+    out = model(input_ids=suffix_ids.to(device), attention_mask=mask, position_ids=position, past_key_values=cache,
+                use_cache=True, logits_to_keep=1)
+    cache = out.past_key_values
+    kept = []
+    for row, prompt in enumerate(prompts):  # each row's real positions: its prompt, for the next turn
+        real = mask[row].nonzero().squeeze(-1)
+        kept.append(PromptKV(tuple(prompt), [(layer.keys[row][:, real].clone(), layer.values[row][:, real].clone())
+                                             for layer in cache.layers]))
+    return out, mask, position, kept
+
+
+def _sample(model, prompts, prior, max_new_tokens, eos_ids, pad_id, temperature, generator):
     import torch
 
     device = next(model.parameters()).device
-    ids, mask = (t.to(device) for t in left_pad(prompts, pad_id))
-    position = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)  # as `generate` builds them
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position, use_cache=True, logits_to_keep=1)
+    out, mask, position, kept = _prefill(model, prompts, prior, pad_id, device)
     cache, logits = out.past_key_values, out.logits[:, -1]
     eos = torch.as_tensor(eos_ids, device=device)
     rows = torch.arange(len(prompts), device=device)  # the original row of each running row
@@ -91,4 +152,4 @@ def _sample(model, prompts, max_new_tokens, eos_ids, pad_id, temperature, genera
         out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last[:, None], past_key_values=cache,
                     use_cache=True)
         cache, logits = out.past_key_values, out.logits[:, -1]
-    return new
+    return new, kept

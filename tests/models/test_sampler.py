@@ -94,3 +94,32 @@ def test_the_same_generator_state_gives_the_same_turns_and_temperature_zero_igno
     assert run(3, 1.0) == run(3, 1.0) and run(3, 1.0) != run(4, 1.0)
     assert run(3, 0) == run(4, 0)
     assert sample_turn(model, [], max_new_tokens=4, eos_ids=[0], pad_id=0) == []
+
+
+def test_a_turn_on_the_last_turns_keys_and_values_is_the_turn_read_from_scratch(tiny):
+    """Three greedy turns: each prompt is the last one + its generated tokens + a 'tool result'. Read from the
+    kept keys and values (only the new part is a forward), the turns are the tokens of a full prefill; a
+    row whose kept prompt is not a prefix of its new one (here row 1 at the third turn) is read in full."""
+    from lfo_cli.models.sampler import sample_turn_cached
+
+    model, tok = tiny
+    reply = tok("the rep said fraud")["input_ids"]
+    turn = prompts(tok, 4)
+    prior = [None] * len(turn)
+    widths = []  # of each forward's input: a prefill reads only the new part
+    hook = model.register_forward_pre_hook(lambda m, args, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    for t in range(3):
+        if t == 2:
+            turn[1] = tok("zip code")["input_ids"] + turn[1]  # another history: nothing reused
+        fresh = sample_turn(model, turn, max_new_tokens=6, eos_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
+                            temperature=0)
+        widths.clear()
+        cached, kept = sample_turn_cached(model, turn, prior, max_new_tokens=6, eos_ids=[tok.eos_token_id],
+                                          pad_id=tok.pad_token_id, temperature=0)
+        assert cached == fresh, t
+        new_part = max(len(x) - (len(p.ids) if p is not None and p.prefix_of(x) else 0) for p, x in zip(prior, turn))
+        assert widths[0] == new_part and (t != 1 or new_part < max(map(len, turn)))
+        assert [k.ids for k in kept] == [tuple(x) for x in turn] and kept[0].kv[0][0].shape[1] == len(turn[0])
+        prior = kept
+        turn = [x + new + reply[: 1 + row] for row, (x, new) in enumerate(zip(turn, fresh, strict=True))]
+    hook.remove()
