@@ -9,8 +9,8 @@ A recipe file ``recipes/NAME.yaml`` looks like::
 
 Resolution: follow the ``base`` chain to its root, deep-merge each delta over it (mappings merge,
 everything else replaces), apply ``--set a.b=value`` overrides (values parsed as YAML scalars), then
-build the dataclass registered for ``kind``. The dataclass defaults are the root defaults, so a
-recipe only lists what differs. Unknown keys, wrong types and out-of-range values raise
+build the dataclass registered for ``kind``. The dataclass defaults are the root defaults (a nested
+section's are its field's default), so a recipe only lists what differs. Unknown keys, wrong types and out-of-range values raise
 :class:`LfoError` with the recipe name and the dotted key; the CLI prints that one line and exits 2.
 """
 
@@ -188,8 +188,9 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check/convert one value against a type hint; complex hints are passed through unchanged."""
+def coerce(value: Any, tp: Any, where: str, default: Any = None) -> Any:
+    """Check/convert one value against a type hint; complex hints are passed through unchanged. ``default``:
+    a section's default (a dataclass instance), whose values fill the keys the mapping leaves out."""
     origin = get_origin(tp)
     if tp is Any:
         return value
@@ -214,7 +215,7 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise LfoError(f"{where}: expected a mapping (section), got {value!r}")
-        return build_config(tp, value, prefix=where)
+        return build_config(tp, value, prefix=where, default=default)
     if tp is bool:
         if not isinstance(value, bool):
             raise LfoError(f"{where}: expected true/false, got {value!r}")
@@ -249,24 +250,53 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
     return value  # enums, callables and other library types: the dataclass itself validates
 
 
-def build_config(cls: type, data: dict, prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from a nested mapping, rejecting unknown keys and bad types."""
+def build_config(cls: type, data: dict, prefix: str = "", default: Any = None) -> Any:
+    """Build dataclass ``cls`` from a nested mapping, rejecting unknown keys and bad types. A nested section
+    left partly unset keeps its field's default for the rest (``data.noise: {slip: 0.2}`` keeps the warm
+    start's epsilon 0.1, not NoiseConfig's 0); ``default`` is that instance for ``cls`` itself."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
     for key, value in data.items():
         where = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
-            hint = difflib.get_close_matches(str(key), list(fields), n=1)
-            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
-            raise LfoError(f"unknown key '{where}'{extra}")
-        kwargs[key] = coerce(value, hints.get(key, Any), where)
+            raise LfoError(f"unknown key '{where}'{_did_you_mean(cls, hints, str(key), prefix)}")
+        f, tp = fields[key], hints.get(key, Any)
+        section_default = None
+        if dataclasses.is_dataclass(tp) and f.default_factory is not dataclasses.MISSING:
+            section_default = f.default_factory()
+        kwargs[key] = coerce(value, tp, where, section_default)
+    if default is not None:
+        kwargs = {name: getattr(default, name) for name in fields if name not in kwargs} | kwargs
     try:
         return cls(**kwargs)
-    except LfoError as exc:
-        raise LfoError(f"{prefix + ': ' if prefix else ''}{exc}") from None
-    except (ValueError, TypeError) as exc:
-        raise LfoError(f"{prefix + ': ' if prefix else ''}{exc}") from None
+    except (LfoError, ValueError, TypeError) as exc:
+        raise LfoError(_at_key(str(exc), cls, prefix)) from None
+
+
+def _did_you_mean(cls: type, hints: dict, key: str, prefix: str) -> str:
+    """A hint for an unknown key: the nested section that has it (``data.epsilon`` -> ``data.noise.epsilon``),
+    else a close field name."""
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    for name in names:
+        tp = hints.get(name)
+        if dataclasses.is_dataclass(tp) and key in {f.name for f in dataclasses.fields(tp) if f.init}:
+            return f" (did you mean '{prefix + '.' if prefix else ''}{name}.{key}'?)"
+    hint = difflib.get_close_matches(key, names, n=1)
+    return f" (did you mean '{hint[0]}'?)" if hint else ""
+
+
+def _at_key(message: str, cls: type, prefix: str) -> str:
+    """A section's own error, said with the recipe key: ``NoiseConfig.epsilon must ...`` (a dataclass that names
+    itself, being used outside recipes too) becomes ``data.noise.epsilon must ...``; a message that already
+    names its section (``data.max_tasks must ...``) stays; any other gets the section path in front."""
+    if not prefix:
+        return message
+    if message.startswith(f"{cls.__name__}."):
+        return f"{prefix}.{message[len(cls.__name__) + 1:]}"
+    if re.match(rf"{re.escape(prefix)}[.: ]", message):
+        return message
+    return f"{prefix}: {message}"
 
 
 def config_to_dict(cfg: Any) -> Any:

@@ -66,6 +66,7 @@ def test_exponent_without_a_dot_is_a_number():
     "override, message",
     [
         ("wm.coeff=1", "unknown key 'wm.coeff' (did you mean 'coef'?)"),
+        ("coef=1", "unknown key 'coef' (did you mean 'wm.coef'?)"),  # a key of a nested section
         ("wm.coef=-1", "wm.coef must be >= 0"),
         ("wm.coupling=glued", "must be one of"),
         ("steps=ten", "expected an integer"),

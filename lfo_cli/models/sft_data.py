@@ -38,9 +38,9 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
     if not tasks:
         raise LfoError(f"{cfg.data.dir}: the world has no train tasks")
     return collect_trajectories(
-        world, tasks, policy=cfg.data.policy, noise=cfg.data.noise(), seed=cfg.seed,
+        world, tasks, policy=cfg.data.policy, noise=cfg.data.noise, seed=cfg.seed,
         rollouts_per_task=cfg.data.rollouts_per_task, imitate_random=cfg.data.imitate_random,
-        probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise(),
+        probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise,
     )
 
 

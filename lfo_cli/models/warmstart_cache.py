@@ -35,7 +35,8 @@ def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[st
 
 
 # Options added after warm starts were cached, with the value that reproduces the old data bit for bit:
-# left out of the key at that value, so adding an option does not invalidate every cached base.
+# left out of the key at that value, so adding an option does not invalidate every cached base. Data options
+# are named as canonical_data flattens them (data.slip is data.noise.slip).
 NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {
     "data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0, "probe_rate": 0.0,
              "probe_noise_scale": 1.0},
@@ -45,6 +46,16 @@ NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {
 # Train options that do not change the weights, left out of the key: the thread count (1 and 2 threads give
 # the same bytes, tested), the time guard (a build that trips it caches nothing), and logging/checkpoint cadence.
 BOOKKEEPING_TRAIN_FIELDS = ("threads", "max_minutes", "logging_steps", "save_steps")
+
+
+def canonical_data(data: dict[str, Any]) -> dict[str, Any]:
+    """The data section as the key hashes it: the teacher's noise (``data.noise.epsilon``, ...) flat among the
+    other data options (``data.epsilon``, ...). The key hashes the settings, not their layout, so nesting the
+    noise options in a section of their own kept every cached warm start's key."""
+    flat = {k: v for k, v in data.items() if k != "noise"}
+    noise = data.get("noise", {})
+    assert not flat.keys() & noise.keys(), "a noise option would shadow a data option of the same name"
+    return {**flat, **noise}
 
 
 def warmstart_key(cfg: WarmStartConfig) -> str:
@@ -60,6 +71,7 @@ def warmstart_key(cfg: WarmStartConfig) -> str:
         "template": P.chat_template(),
         "system": P.SYSTEM_PROMPT,
     }
+    payload["config"]["data"] = canonical_data(payload["config"]["data"])
     payload["config"]["data"].pop("dir", None)  # the content (manifest) matters, not where it lives
     for section, fields in NEUTRAL_LATER_FIELDS.items():  # options added later, at the value that changes nothing
         for name, neutral in fields.items():

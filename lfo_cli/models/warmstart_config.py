@@ -63,28 +63,15 @@ class DataSection:
                   "train tasks (0: the train tasks). Fresh tasks keep the RL train tasks unseen, so a small model "
                   "cannot memorise the tasks RL is then rewarded on, and give more distinct customers per epoch."},
     )
-    epsilon: float = field(
-        default=0.1,
-        metadata={"help": "Probability that a step is replaced by a random call (wrong guesses, extra calls)."},
-    )
-    field_dropout: float = field(
-        default=0.1, metadata={"help": "Probability of dropping each field from the policy's form (wrong guesses)."}
-    )
-    field_extra: float = field(
-        default=0.0,
-        metadata={"help": "Probability that the teacher's form also asks for one random field it would not ask for: "
-                  "a warm start whose forms sometimes go beyond the industry prior, so that RL can find a company "
-                  "exception's field (it still knows no exception)."},
-    )
-    slip: float = field(
-        default=0.0,
-        metadata={"help": "Probability that the teacher first makes a search or call with a copy slip (mistyped "
-                  "name/number/value, another department's number) and then recovers after the error reply. "
-                  "Slipped turns are kept in context but carry no loss: the model learns to recover, not to slip."},
+    noise: NoiseConfig = field(
+        default_factory=lambda: NoiseConfig(epsilon=0.1, field_dropout=0.1),
+        metadata={"help": "The teacher's noise (lfo_cli.env.noise.NoiseConfig: epsilon, field_dropout, field_extra, "
+                  "slip), for the SFT data and the teacher baseline. Default: epsilon 0.1, field_dropout 0.1, the others 0; "
+                  "keys a recipe leaves out keep these."},
     )
     imitate_random: bool = field(
         default=True,
-        metadata={"help": "Train on the teacher's random replacement actions (epsilon) like on its other turns. "
+        metadata={"help": "Train on the teacher's random replacement actions (noise.epsilon) like on its other turns. "
                   "False keeps them in context with no loss, as for slips: the model sees detours and recovers "
                   "from them but never learns to emit a company, number or value the conversation did not show."},
     )
@@ -97,8 +84,8 @@ class DataSection:
     )
     probe_noise_scale: float = field(
         default=1.0,
-        metadata={"help": "The probing teacher's noise (epsilon, field_dropout, field_extra, slip) is the prior's times "
-                  "this: 1 = the same noise, 0 = clean probes that read the reply and finish the task, 0.5 = half."},
+        metadata={"help": "The probing teacher's noise is data.noise times this (every probability): 1 = the same "
+                  "noise, 0 = clean probes that read the reply and finish the task, 0.5 = half."},
     )
     success_weight: int = field(
         default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
@@ -111,15 +98,10 @@ class DataSection:
     )
     induction_max_len: int = field(default=48, metadata={"help": "Longest random sequence A of an induction row."})
 
-    def noise(self, scale: float = 1.0):
-        """The teacher's :class:`~lfo_cli.env.noise.NoiseConfig` (SFT data and the teacher baseline), every
-        probability times ``scale``."""
-        return NoiseConfig(epsilon=self.epsilon * scale, field_dropout=self.field_dropout * scale,
-                           slip=self.slip * scale, field_extra=self.field_extra * scale)
-
-    def probe_noise(self):
+    @property
+    def probe_noise(self) -> NoiseConfig:
         """The noise of the rollouts that play ``probe`` (``probe_rate``)."""
-        return self.noise(self.probe_noise_scale)
+        return self.noise.scaled(self.probe_noise_scale)
 
     def __post_init__(self) -> None:
         if self.rollouts_per_task < 1:
@@ -128,7 +110,7 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
-        for name in ("epsilon", "field_dropout", "slip", "field_extra", "probe_rate", "probe_noise_scale"):
+        for name in ("probe_rate", "probe_noise_scale"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise LfoError(f"data.{name} must be in [0, 1], got {v}")

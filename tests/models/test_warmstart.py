@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from lfo_cli.cli import app
+from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.errors import LfoError
 from lfo_cli.models import cache
 from lfo_cli.models.agent_eval import stratified_tasks, summarize_eval
@@ -28,12 +29,13 @@ from lfo_cli.recipes import load_recipe
 @pytest.mark.parametrize(
     ("section", "kwargs", "match"),
     [
-        (DataSection, {"epsilon": 1.5}, "epsilon"),
+        (NoiseConfig, {"epsilon": 1.5}, "epsilon"),
         (DataSection, {"rollouts_per_task": 0}, "rollouts_per_task"),
         (DataSection, {"induction_rows": -1}, "induction_rows"),
         (DataSection, {"induction_max_len": 4}, "induction_max_len"),
         (DataSection, {"fresh_tasks": -1}, "fresh_tasks"),
-        (DataSection, {"slip": 1.5}, "slip"),
+        (NoiseConfig, {"slip": 1.5}, "slip"),
+        (DataSection, {"probe_noise_scale": 1.5}, "probe_noise_scale"),
         (TrainSection, {"learning_rate": 0}, "learning_rate"),
         (TrainSection, {"max_length": 8}, "max_length"),
         (TrainSection, {"max_minutes": -1}, "max_minutes"),
@@ -147,7 +149,8 @@ def test_slipped_turns_stay_in_context_without_loss(small_world_dir, tiny_tokeni
     from lfo_cli.models.sft_data import collect_sft_trajectories, tokenize_trajectories
 
     world = load_world(small_world_dir)
-    cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, slip=0.6, rollouts_per_task=2))
+    noise = NoiseConfig(epsilon=0.1, field_dropout=0.1, slip=0.6)
+    cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, noise=noise, rollouts_per_task=2))
     trajs = [t for t in collect_sft_trajectories(cfg, world) if t["info"].get("slipped_steps")]
     assert trajs
     tools = P.tool_schemas(CustomerServiceEnv)
@@ -176,7 +179,7 @@ def test_random_steps_carry_no_loss_unless_imitated(small_world_dir, tiny_tokeni
 
     world = load_world(small_world_dir)
     tools = P.tool_schemas(CustomerServiceEnv)
-    data = {"dir": small_world_dir, "epsilon": 0.3, "field_dropout": 0.0, "rollouts_per_task": 2}
+    data = {"dir": small_world_dir, "noise": NoiseConfig(epsilon=0.3), "rollouts_per_task": 2}
     imitated = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data)), world)
     held = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data, imitate_random=False)), world)
     assert [t["transitions"] for t in imitated] == [t["transitions"] for t in held]  # same episodes
@@ -195,13 +198,72 @@ def test_warmstart_key_leaves_out_later_options_at_their_neutral_value(small_wor
     import lfo_cli.models.warmstart_cache as ws
 
     plain = WarmStartConfig(data=DataSection(dir=small_world_dir))
-    slipped = WarmStartConfig(data=DataSection(dir=small_world_dir, slip=0.25))
+    slipped = WarmStartConfig(data=DataSection(dir=small_world_dir, noise=NoiseConfig(0.1, 0.1, slip=0.25)))
     assert warmstart_key(plain) != warmstart_key(slipped)
     held = WarmStartConfig(data=DataSection(dir=small_world_dir, imitate_random=False))
     assert warmstart_key(plain) != warmstart_key(held)
     key = warmstart_key(plain)
     monkeypatch.setattr(ws, "NEUTRAL_LATER_FIELDS", {})
     assert warmstart_key(plain) != key  # the option is hashed like any other field unless neutral
+
+
+def test_the_teachers_noise_is_the_environments_noise_config_declared_once(tmp_path):
+    """data.noise is lfo_cli.env.noise.NoiseConfig, passed as is to the rollouts, with the warm start's defaults;
+    a recipe that sets some of its keys keeps those defaults for the rest."""
+    import dataclasses
+    import typing
+
+    assert typing.get_type_hints(DataSection)["noise"] is NoiseConfig
+    assert DataSection().noise == NoiseConfig(epsilon=0.1, field_dropout=0.1, field_extra=0.0, slip=0.0)
+    assert not {f.name for f in dataclasses.fields(NoiseConfig)} & {f.name for f in dataclasses.fields(DataSection)}
+    assert all(f.metadata.get("help") for f in dataclasses.fields(NoiseConfig))
+    explore = load_recipe("warmstart_micro_explore").config.data
+    assert explore.noise == NoiseConfig(epsilon=0.1, field_dropout=0.1, field_extra=0.5)
+    assert explore.probe_noise == explore.noise  # probe_noise_scale 1
+    clean = load_recipe("warmstart_reading_clean").config.data
+    assert clean.probe_noise == NoiseConfig() and not clean.probe_noise.active
+    assert NoiseConfig(0.1, 0.2, 0.5, 0.4).scaled(0.5) == NoiseConfig(0.05, 0.1, 0.25, 0.2)
+    own = tmp_path / "own.yaml"  # no base: only data.noise.slip is set
+    own.write_text("kind: warmstart\ndata: {noise: {slip: 0.2}}\n")
+    assert load_recipe(str(own)).config.data.noise == NoiseConfig(epsilon=0.1, field_dropout=0.1, slip=0.2)
+    for override, message in (("data.noise.epsilon=2", "data.noise.epsilon must be in [0, 1], got 2.0"),
+                              ("data.epsilon=0.2", "unknown key 'data.epsilon' (did you mean 'data.noise.epsilon'?)")):
+        result = CliRunner().invoke(app, ["train", "--recipe", "warmstart_micro", "--set", override, "--dry-run"])
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        assert result.exit_code == 2 and lines == [f"error: recipe 'warmstart_micro': {message}"]
+
+
+def test_the_key_hashes_the_noise_settings_not_their_layout(small_world_dir, monkeypatch):
+    """The key hashes the settings, not their layout: a config's key equals the key of the same settings
+    written by hand with the noise options flat in the data section (data.epsilon, ...), the layout the
+    cached warm starts were keyed under, so they keep their keys."""
+    import lfo_cli.models.warmstart_cache as ws
+    from lfo_cli.recipes import config_to_dict
+
+    cfg = load_recipe("warmstart_micro_explore", [f"data.dir={small_world_dir}", "model.name=smollm2-135m"]).config
+    nested = config_to_dict(cfg)
+    assert nested["data"]["noise"] == {"epsilon": 0.1, "field_dropout": 0.1, "field_extra": 0.5, "slip": 0.0}
+    flat_data = {"dir": str(small_world_dir), "policy": "prior", "rollouts_per_task": 1, "max_tasks": None,
+                 "fresh_tasks": 10000, "epsilon": 0.1, "field_dropout": 0.1, "field_extra": 0.5, "slip": 0.0,
+                 "imitate_random": True, "probe_rate": 0.0, "probe_noise_scale": 1.0, "success_weight": 3,
+                 "induction_rows": 0, "induction_max_len": 48}
+    flat = {**nested, "data": flat_data}
+    key = warmstart_key(cfg)
+    with monkeypatch.context() as m:
+        m.setattr(ws, "config_to_dict", lambda _cfg: json.loads(json.dumps(flat)))
+        assert warmstart_key(cfg) == key
+    # the neutral values are left out of the flat form: data.noise.slip 0 is no part of the key, 0.25 is
+    slipped = load_recipe("warmstart_micro_explore", [f"data.dir={small_world_dir}", "model.name=smollm2-135m",
+                                                      "data.noise.slip=0.25"]).config
+    slipped_key = warmstart_key(slipped)
+    assert slipped_key != key
+    with monkeypatch.context() as m:
+        m.setattr(ws, "config_to_dict", lambda _cfg: json.loads(json.dumps({**flat, "data": {**flat_data, "slip": 0.25}})))
+        assert warmstart_key(cfg) == slipped_key
+    for noise in ("epsilon=0.2", "field_dropout=0.2", "field_extra=0.25"):
+        changed = load_recipe("warmstart_micro_explore", [f"data.dir={small_world_dir}", "model.name=smollm2-135m",
+                                                          f"data.noise.{noise}"]).config
+        assert warmstart_key(changed) != key
 
 
 def test_missing_world_names_the_gen_env_command(tmp_path):
