@@ -117,7 +117,7 @@ def test_a_turn_on_the_last_turns_keys_and_values_is_the_turn_read_from_scratch(
         cached, kept = sample_turn_cached(model, turn, prior, max_new_tokens=6, eos_ids=[tok.eos_token_id],
                                           pad_id=tok.pad_token_id, temperature=0)
         assert cached == fresh, t
-        new_part = max(len(x) - (len(p.ids) if p is not None and p.prefix_of(x) else 0) for p, x in zip(prior, turn))
+        new_part = max(len(x) - (len(p.ids) if p is not None and p.prefix_of(x) else 0) for p, x in zip(prior, turn, strict=True))
         assert widths[0] == new_part and (t != 1 or new_part < max(map(len, turn)))
         assert [k.ids for k in kept] == [tuple(x) for x in turn] and kept[0].kv[0][0].shape[1] == len(turn[0])
         prior = kept
