@@ -63,9 +63,9 @@ def _prepare(rec, run_dir: Path) -> dict:
     if not distributed and not warmstart_status(ws, data_dir=data_dir)["cached"]:
         # In a process of its own: the warm start's Trainer would fix accelerate's process-wide state (its
         # mixed precision) before this run's Accelerator exists. Its progress goes to the same terminal/log.
-        # Its stdout goes to stderr: `--json` keeps stdout to itself.
+        # Its stdout goes to this process's stderr (file descriptor 2): `--json` keeps stdout to itself.
         done = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "build", str(ws), "--data-dir", str(data_dir)],
-                              stdout=sys.stderr.fileno(), check=False)
+                              stdout=2, check=False)
         if done.returncode != 0:
             raise typer.Exit(done.returncode)  # the build printed its own error line
     return {"args": args, "base": str(ensure_warmstart(ws, data_dir=data_dir, build=False))}
