@@ -24,7 +24,8 @@ or change; ``tests/train`` exercises each against the pinned TRL 1.16:
   backward, one optimizer over both adapters.
 * ``_get_per_token_logps_and_entropies`` (private) — the one hand-off from TRL's ``_compute_loss`` to the
   objective: the policy forward's per-token log-probs and entropies (the ``shared`` objective's loss reads
-  the reply tokens' log-probs from that same forward).
+  the reply tokens' log-probs from that same forward). It also runs text-only batches in groups of similar
+  length (``trainer.loss_length_groups``, :mod:`lfo_cli.train.length_groups`): less padding, same values.
 * ``create_optimizer`` — one AdamW over both adapters, with the world model's own learning rate as a
   second parameter group when ``wm.learning_rate`` is set.
 * ``_clip_grad_norm`` (private, transformers' Trainer) — each adapter's gradient norm before the global
@@ -55,6 +56,7 @@ from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.models.sampler import sample_turn
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
+from lfo_cli.train.length_groups import forward_in_length_groups
 from lfo_cli.train.objectives import WorldModelObjective
 from lfo_cli.train.rollout_record import EXAMPLES, REPLY_MASK, UNITS, Example, RolloutRecord, StepWMMetrics
 from lfo_cli.train.wm_loss import world_model_forward
@@ -126,10 +128,23 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         local = torch.as_tensor(local, dtype=torch.float32, device=self.accelerator.device)
         return self.accelerator.reduce(local, reduction="sum")
 
-    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **inputs):
         """The one hand-off from TRL's private ``_compute_loss`` to the objective: the policy forward's
-        per-token log-probs and entropies, while compute_loss runs the policy loss (not during generation)."""
-        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        per-token log-probs and entropies, while compute_loss runs the policy loss (not during generation).
+        Text-only batches run in ``trainer.loss_length_groups`` groups of similar length (length_groups.py)."""
+        groups = self.args.loss_length_groups
+        if groups > 1 and not compute_aux_loss and input_ids.size(0) > 1 and all(v is None for v in inputs.values()):
+            def forward(ids, mask, keep):
+                logps, entropies, _ = super(DualLoRAGRPOTrainer, self)._get_per_token_logps_and_entropies(
+                    model, ids, mask, keep, batch_size=batch_size, compute_entropy=compute_entropy)
+                return logps, entropies
+
+            result = (*forward_in_length_groups(forward, input_ids, attention_mask, logits_to_keep, groups), None)
+        else:
+            result = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, compute_entropy=compute_entropy,
+                compute_aux_loss=compute_aux_loss, **inputs)
         if self._policy_forward_sink is not None:
             self._policy_forward_sink(result[0], result[1])
         return result

@@ -125,6 +125,7 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
     args = DualLoRAConfig(output_dir=str(tmp_dir / f"{coupling}_{schedule}"), per_device_train_batch_size=8,
                           num_generations=GROUP, max_completion_length=900, learning_rate=1e-2, report_to=[],
                           use_cpu=True, logging_steps=1, save_strategy="no", warmup_steps=0, max_grad_norm=1.0,
+                          loss_length_groups=1,  # TRL's one forward, as recorded (grouping: test_sampling.py)
                           wm=WorldModelSettings(coef=0.5, coupling=coupling, schedule=schedule, grad_probe_every=1,
                                                 normalize=NORMALIZE))
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "call"}]] * 8})

@@ -54,3 +54,40 @@ def test_the_loss_reads_the_log_probs_of_a_full_forward_over_sampled_rollouts(to
     on = completion_mask.bool()
     assert torch.allclose(trl_logps[on], full[on], atol=1e-5)
 
+
+
+@pytest.mark.parametrize("groups", [2, 3])
+def test_the_loss_forward_in_length_groups_gives_one_forwards_values_and_gradients(tokenizer, tmp_path, groups):
+    """Rows of very different lengths (left-padded prompts, right-padded completions), grouped by length and cut
+    to each group's length: per-token log-probs, entropies and the policy adapter's gradient as one forward's."""
+    from lfo_cli.train.adapters import POLICY, adapter_params
+
+    trainer = make_trainer(tokenizer, tmp_path, bf16=False, loss_length_groups=1)
+    for p in adapter_params(trainer.model, POLICY):  # LoRA B starts at zero: give the adapter a gradient path
+        torch.nn.init.normal_(p, std=0.1)
+    pad = tokenizer.pad_token_id
+    prompts = [tokenizer(t)["input_ids"] for t in ("the rep said", "account number and the last 4 of your ssn",
+                                                   "claims", "please call billing fraud customer service")]
+    completions = [tokenizer(t)["input_ids"] for t in ("zip code pin policy number member id card", "thank you",
+                                                       "your request is done reference code", "the")]
+    prompt_ids, prompt_mask = sampler.left_pad(prompts, pad)
+    width = max(map(len, completions))
+    ids = torch.cat([prompt_ids, torch.tensor([c + [pad] * (width - len(c)) for c in completions])], dim=1)
+    mask = torch.cat([prompt_mask, torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions])], dim=1)
+    on = mask[:, -width:].bool()
+    trainer.model.eval()
+
+    def run(n):
+        trainer.args.loss_length_groups = n
+        trainer.model.zero_grad()
+        logps, entropies, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, width,
+                                                                         compute_entropy=True)
+        (logps * on).sum().backward()
+        grads = [p.grad.clone() for p in adapter_params(trainer.model, POLICY)]
+        return logps.detach(), entropies.detach(), grads
+
+    one, grouped = run(1), run(groups)
+    assert torch.allclose(one[0][on], grouped[0][on], atol=1e-5) and torch.allclose(one[1][on], grouped[1][on], atol=1e-5)
+    assert float(grouped[0][~on].abs().sum()) == 0.0  # cut positions are zeros (the loss masks them)
+    for a, b in zip(one[2], grouped[2], strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
