@@ -108,6 +108,7 @@ def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict
     from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
     from lfo_cli.train.runner import run_training
 
+    commit = _commit()  # the code measured: taken before the run, which may outlast later commits
     tune_malloc()  # as the `lfo` command does
     torch.set_num_threads(threads)
     rec = load_recipe(recipe, [*overrides, f"trainer.max_steps={steps}"])
@@ -125,7 +126,7 @@ def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict
     phases["rest"] = wall - sum(phases.values())
     return {"recipe": recipe, "overrides": overrides, "steps": steps, "threads": threads, "wall_s": round(wall, 2),
             "phases": {k: round(v, 2) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
-            "calls": dict(timer.calls), "commit": _commit(), "date": time.strftime("%Y-%m-%d")}
+            "calls": dict(timer.calls), "commit": commit, "date": time.strftime("%Y-%m-%d")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
 
+    commit = _commit()  # the code measured: taken before the run, which may outlast later commits
     torch.set_num_threads(a.threads)
     cfg = load_recipe(a.recipe).config
     base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir, build=False))
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
           f"x{seconds['lfo'] / seconds['generate']:.3f}")
     result = {"recipe": a.recipe, "episodes": len(tasks), "success": {k: sum(v) / len(v) for k, v in results.items()},
               "seconds": {k: round(v, 1) for k, v in seconds.items()}, "tost": test, "threads": a.threads,
-              "commit": _commit(), "date": time.strftime("%Y-%m-%d")}
+              "commit": commit, "date": time.strftime("%Y-%m-%d")}
     a.out_dir.mkdir(parents=True, exist_ok=True)
     path = a.out_dir / f"sampler_equivalence_{a.recipe}_{result['date']}_{result['commit']}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
