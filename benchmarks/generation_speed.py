@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,8 +32,9 @@ VARIANTS = ("peft", "merged", "base", "static")
 
 
 def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    return done.stdout.strip() or "unknown"
+    from lfo_cli.io import git_commit
+
+    return (git_commit(REPO) or "unknown")[:7]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -95,8 +94,9 @@ def instrument(timer: PhaseTimer) -> None:
 
 
 def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    return done.stdout.strip() or "unknown"
+    from lfo_cli.io import git_commit
+
+    return (git_commit(REPO) or "unknown")[:7]
 
 
 def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,15 +31,15 @@ def tost_paired(diffs: list[float], margin: float) -> dict:
     upper = stats.ttest_1samp(diffs, margin, alternative="less").pvalue
     n = len(diffs)
     mean = sum(diffs) / n
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else math.nan
-    half = stats.t.ppf(0.95, n - 1) * sd / math.sqrt(n)  # the 90% interval that TOST at 5% checks
+    half = stats.t.ppf(0.95, n - 1) * stats.sem(diffs)  # the 90% interval that TOST at 5% checks
     return {"mean_diff": mean, "ci90": [mean - half, mean + half], "p_lower": float(lower), "p_upper": float(upper),
             "p": float(max(lower, upper)), "equivalent": bool(max(lower, upper) < 0.05), "margin": margin, "n": n}
 
 
 def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    return done.stdout.strip() or "unknown"
+    from lfo_cli.io import git_commit
+
+    return (git_commit(REPO) or "unknown")[:7]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,8 +68,13 @@ def sample_turn(
 ) -> list[list[int]]:
     """Sample up to ``max_new_tokens`` after each prompt; each row's tokens end with its first EOS id
     (kept) or at the budget. The model runs in whatever mode it is in (TRL samples rollouts in train mode)."""
-    return sample_turn_cached(model, prompts, [None] * len(prompts), max_new_tokens=max_new_tokens, eos_ids=eos_ids,
-                              pad_id=pad_id, temperature=temperature, generator=generator)[0]
+    import torch
+
+    if not prompts:
+        return []
+    with torch.no_grad():  # nothing to keep for a next turn: no per-row copies of the keys and values
+        return _sample(model, prompts, [None] * len(prompts), max_new_tokens, list(eos_ids), pad_id, temperature,
+                       generator, keep=False)[0]
 
 
 def sample_turn_cached(
@@ -83,10 +88,11 @@ def sample_turn_cached(
     if not prompts:
         return [], []
     with torch.no_grad():
-        return _sample(model, prompts, list(prior), max_new_tokens, list(eos_ids), pad_id, temperature, generator)
+        return _sample(model, prompts, list(prior), max_new_tokens, list(eos_ids), pad_id, temperature, generator,
+                       keep=True)
 
 
-def _prefill(model, prompts, prior, pad_id, device):
+def _prefill(model, prompts, prior, pad_id, device, keep: bool):
     """One forward over each row's new tokens on top of its reused keys and values. The cached part is
     left-padded to the longest and the new part too, so a row may have masked holes between them; position
     ids count the real tokens only, as the previous turn did."""
@@ -119,18 +125,18 @@ def _prefill(model, prompts, prior, pad_id, device):
                 use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
     kept = []
-    for row, prompt in enumerate(prompts):  # each row's real positions: its prompt, for the next turn
+    for row, prompt in enumerate(prompts if keep else ()):  # each row's real positions: its prompt, for the next turn
         real = mask[row].nonzero().squeeze(-1)
         kept.append(PromptKV(tuple(prompt), [(layer.keys[row][:, real].clone(), layer.values[row][:, real].clone())
                                              for layer in cache.layers]))
     return out, mask, position, kept
 
 
-def _sample(model, prompts, prior, max_new_tokens, eos_ids, pad_id, temperature, generator):
+def _sample(model, prompts, prior, max_new_tokens, eos_ids, pad_id, temperature, generator, keep: bool):
     import torch
 
     device = next(model.parameters()).device
-    out, mask, position, kept = _prefill(model, prompts, prior, pad_id, device)
+    out, mask, position, kept = _prefill(model, prompts, prior, pad_id, device, keep)
     cache, logits = out.past_key_values, out.logits[:, -1]
     eos = torch.as_tensor(eos_ids, device=device)
     rows = torch.arange(len(prompts), device=device)  # the original row of each running row
