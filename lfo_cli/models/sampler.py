@@ -46,8 +46,10 @@ def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | 
     if temperature == 0:
         return logits.argmax(-1)
     probs = torch.softmax(logits.float() / temperature, dim=-1)
-    race = torch.empty_like(probs).exponential_(1.0, generator=generator)
-    return (probs / race).argmax(-1)
+    # The race is drawn where the generator lives (a CPU generator keeps a GPU run's draws reproducible).
+    where = probs.device if generator is None else generator.device
+    race = torch.empty(probs.shape, dtype=probs.dtype, device=where).exponential_(1.0, generator=generator)
+    return (probs / race.to(probs.device)).argmax(-1)
 
 
 @dataclass
