@@ -3,8 +3,10 @@
 Every cached model is a directory that is built under a temporary name and renamed into place only
 when complete (:func:`lfo_cli.io.atomic_dir`), and a ``lfo_cache.json`` marker is the last file
 written inside it. A build that is killed therefore leaves either nothing at the final path or a
-``.NAME.*.tmp`` directory that no loader ever reads (and that the next build sweeps away once its
-owner process is gone). A file lock serialises concurrent builders of the same entry.
+``.NAME.*.tmp`` directory that no loader ever reads. The next build sweeps it away once its owner
+process is gone, unless the build is resumable (a warm start's SFT checkpoints): then the next build
+adopts the newest such directory and continues from what it holds, so a build killed after two hours
+loses minutes, not the two hours. A file lock serialises concurrent builders of the same entry.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -22,6 +25,7 @@ from lfo_cli.io import atomic_dir, atomic_write_json, read_json
 
 MARKER = "lfo_cache.json"
 _PID_FILE = ".lfo_build.pid"
+_FAILED_FILE = ".lfo_build.failed"  # a resumable build that raised: its dir waits for the next build
 
 
 def lfo_home() -> Path:
@@ -56,10 +60,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale(path: Path) -> list[Path]:
-    """Remove leftovers of killed builds of ``path`` (temp dirs whose builder process is gone)."""
-    removed = []
+def stale_builds(path: Path) -> list[Path]:
+    """Leftovers of killed builds of ``path`` (temp dirs whose builder process is gone), newest first."""
+    stale = []
     for tmp in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
+        if (tmp / _FAILED_FILE).exists():
+            stale.append(tmp)
+            continue
         pid_file = tmp / _PID_FILE
         try:
             pid = int(pid_file.read_text().strip())
@@ -69,9 +76,33 @@ def sweep_stale(path: Path) -> list[Path]:
         if pid is None and time.time() - tmp.stat().st_mtime < 60:
             continue
         if pid is None or not _pid_alive(pid):
-            shutil.rmtree(tmp, ignore_errors=True)
-            removed.append(tmp)
+            stale.append(tmp)
+    return sorted(stale, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def sweep_stale(path: Path, keep: Path | None = None) -> list[Path]:
+    """Remove leftovers of killed builds of ``path``, except ``keep``."""
+    removed = [tmp for tmp in stale_builds(path) if tmp != keep]
+    for tmp in removed:
+        shutil.rmtree(tmp, ignore_errors=True)
     return removed
+
+
+@contextmanager
+def _resumable_dir(path: Path, adopt: Path | None):
+    """Like :func:`lfo_cli.io.atomic_dir`, but the temp dir may be a killed build's (``adopt``), and a
+    build that fails keeps it for the next one to continue from."""
+    if adopt is None:
+        adopt = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    (adopt / _FAILED_FILE).unlink(missing_ok=True)
+    try:
+        yield adopt
+    except BaseException:
+        (adopt / _FAILED_FILE).touch()  # stale at once, even while this process lives on
+        raise
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(adopt, path)
 
 
 @contextmanager
@@ -85,11 +116,15 @@ def _locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def build_once(path: Path, build: Callable[[Path], dict[str, Any]], *, force: bool = False) -> Path:
+def build_once(path: Path, build: Callable[..., dict[str, Any]], *, force: bool = False,
+               resumable: bool = False) -> Path:
     """Return ``path`` once it holds a complete entry, calling ``build(tmp_dir) -> info`` if needed.
 
     ``build`` writes the entry's files into ``tmp_dir`` and returns a small JSON-able dict that is
-    stored in the marker (what was built, from what, and when).
+    stored in the marker (what was built, from what, and when). A ``resumable`` build is called as
+    ``build(tmp_dir, resumed=...)``: ``resumed`` is True when ``tmp_dir`` is a killed (or failed) build's
+    directory, adopted with whatever it holds; such a build must give the same entry as one never
+    interrupted. A resumable build that fails keeps its directory for the next build.
     """
     path = Path(path)
     if is_complete(path) and not force:
@@ -97,13 +132,16 @@ def build_once(path: Path, build: Callable[[Path], dict[str, Any]], *, force: bo
     with _locked(path):
         if is_complete(path) and not force:  # another process built it while we waited
             return path
-        sweep_stale(path)
+        adopt = next(iter(stale_builds(path)), None) if resumable and not force else None
+        sweep_stale(path, keep=adopt)
         if path.exists():  # a directory without marker: never loadable, rebuild it
             shutil.rmtree(path)
         t0 = time.time()
-        with atomic_dir(path) as tmp:
+        with (_resumable_dir(path, adopt) if resumable else atomic_dir(path)) as tmp:
             (tmp / _PID_FILE).write_text(str(os.getpid()))
-            info = dict(build(tmp))
+            info = dict(build(tmp, resumed=adopt is not None) if resumable else build(tmp))
+            if adopt is not None:
+                info.setdefault("resumed_build", True)
             info.setdefault("built_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             info.setdefault("build_seconds", round(time.time() - t0, 2))
             (tmp / _PID_FILE).unlink()

@@ -20,6 +20,7 @@ cached warm-started checkpoint (under ``$LFO_HOME/warmstart``), building it if m
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import shutil
@@ -92,6 +93,13 @@ def _last_checkpoint(ckpt_dir: Path) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     return get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+
+
+def _drop_rows_after(path: Path, step: int) -> None:
+    if path.is_file():
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        # also the stopped attempt's end-of-training row (train_runtime, ...): the whole build logs one, at its end
+        atomic_write_jsonl(path, (r for r in rows if r.get("step", 0) <= step and "charts/train_runtime" not in r))
 
 
 def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) -> dict:
@@ -202,6 +210,8 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     )
     use_lfo_progress(trainer, "warm start SFT")  # a bar on a terminal, plain lines with step/total and ETA in a log
     resume_from = _last_checkpoint(ckpt_dir) if resume else None
+    if resume_from:  # rows the killed build logged after its last checkpoint are logged again from it
+        _drop_rows_after(out_dir / rr.METRICS_FILE, int(Path(resume_from).name.split("-")[-1]))
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     planned = trainer.state.max_steps
     if guard.tripped:
@@ -209,7 +219,8 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
             f"the warm start's SFT passed its time guard train.max_minutes={cfg.train.max_minutes:g} after "
             f"{trainer.state.global_step} of its {planned} steps; nothing was cached (the recipe's steps define "
             f"its model): raise or drop train.max_minutes"
-            + (f", or continue with `lfo train --resume {out_dir}`" if not _in_cache(out_dir) else ""))
+            + (f", or continue with `lfo train --resume {out_dir}`" if not _in_cache(out_dir)
+               else f"; the next build continues from step {trainer.state.global_step}"))
     trained = trainer.model
     if peft_config is not None:
         trained = trained.merge_and_unload()
@@ -287,6 +298,7 @@ def ensure_warmstart(
             f"lfo train --recipe {recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else '<warm-start recipe>'}"
             f" --out runs/{name}"
         )
-    cache.build_once(path, lambda tmp: {**run_warmstart(cfg, tmp), "recipe": name, "key": path.name}, force=force)
+    cache.build_once(path, lambda tmp, resumed: {**run_warmstart(cfg, tmp, resume=resumed), "recipe": name,
+                                                 "key": path.name}, force=force, resumable=True)
     return path / "model"
 

@@ -69,13 +69,24 @@ def test_the_same_recipe_gives_the_same_bytes_beside_a_cpu_hog_and_with_another_
     assert cache.entry_info(quiet.parent)["train/threads"] == 2
 
 
-def test_a_tripped_time_guard_fails_the_build_and_caches_nothing(tiny_recipe, tmp_path, monkeypatch):
+def test_a_tripped_time_guard_caches_nothing_and_the_next_build_continues_to_the_same_bytes(
+        tiny_recipe, tmp_path, monkeypatch):
     from lfo_cli.models.warmstart_cache import resolve_config, warmstart_cache_path
 
-    with pytest.raises(LfoError, match=r"time guard train.max_minutes=1e-05 after \d+ of its \d+ steps; nothing was cached"):
+    with pytest.raises(LfoError, match=r"time guard train.max_minutes=1e-05 after 1 of its \d+ steps; nothing was "
+                                       r"cached .* the next build continues from step 1"):
         _build(tiny_recipe, tmp_path / "home", monkeypatch, "train.max_minutes=0.00001")
     root = tmp_path / "home" / "warmstart"
-    assert not [p for p in root.iterdir() if not p.name.endswith(".lock")]  # no entry, no temporary dir
+    (kept,) = [p for p in root.iterdir() if not p.name.endswith(".lock")]  # no entry: the build's temporary dir
+    assert kept.name.endswith(".tmp") and (kept / "checkpoints" / "checkpoint-1").is_dir()
+    resumed = _build(tiny_recipe, tmp_path / "home", monkeypatch)  # adopts the stopped build's dir
+    assert not kept.exists() and cache.entry_info(resumed.parent)["resumed_build"] is True
+    whole = _build(tiny_recipe, tmp_path / "home_whole", monkeypatch)
+    assert (resumed / "model.safetensors").read_bytes() == (whole / "model.safetensors").read_bytes()
+    def steps(entry: Path) -> list[int]:
+        return [json.loads(line)["step"] for line in (entry / "metrics.jsonl").read_text().splitlines()]
+
+    assert steps(resumed.parent) == steps(whole.parent)  # the rows the whole build logs, none twice
     # the guard is no part of the key: a complete build with any guard is the same cache entry
     keys = {warmstart_cache_path(resolve_config(str(tiny_recipe), [f"train.max_minutes={m}"])[1]).name
             for m in ("null", "30", "0.5")}
