@@ -210,6 +210,57 @@ def main() -> None:
         loss_and_backward(trainers[name], micro_batches(batch))
     progress("warm-up done")
 
+    # Step-time ratio vs baseline, over the batches: sum of (generation + its world-model extra +
+    # loss/backward) / sum of (generation + baseline loss/backward), i.e. mean step time over mean step
+    # time. A batch's loss/backward difference is the median of its paired per-round differences (a slow
+    # drift of the machine cancels within a round). The mean of all paired differences also gets a
+    # bootstrap 95% interval (scipy.stats.bootstrap via lfo's stats), and so does the ratio from it.
+    def summarize(per_batch: list[dict]) -> dict:
+        from lfo_cli.stats import bootstrap_mean_ci
+
+        base_gen = statistics.fmean([pb["generation"] for pb in per_batch])
+        base_t = statistics.fmean([statistics.median(pb["samples"]["baseline"]) for pb in per_batch])
+        examples_seconds = statistics.fmean([pb["examples"] for pb in per_batch])
+        masks_seconds = statistics.fmean([pb["masks"] for pb in per_batch])
+        gen_extra = {"baseline": 0.0, "shared": masks_seconds}
+        conditions_out = {}
+        for name in trainers:
+            paired = [[x - y for x, y in zip(pb["samples"][name], pb["samples"]["baseline"], strict=True)] for pb in per_batch]
+            diff = statistics.fmean([statistics.median(d) for d in paired])
+            diffs = [d for batch_diffs in paired for d in batch_diffs]
+            extra = gen_extra.get(name, examples_seconds)
+
+            def ratio(d: float, extra: float = extra) -> float:
+                return round((base_gen + extra + base_t + d) / (base_gen + base_t), 3)
+
+            row = {"train_seconds": round(statistics.fmean([statistics.median(pb["samples"][name]) for pb in per_batch]), 4),
+                   "paired_train_diff": round(diff, 4), "generation_extra": round(extra, 4), "step_ratio": ratio(diff)}
+            if name != "baseline":
+                m = bootstrap_mean_ci(diffs, seed=a.seed)
+                interval = [ratio(m.low), ratio(m.high)] if m.n > 1 else None  # one sample: no interval (JSON has no NaN)
+                row.update(paired_train_diff_mean=round(m.value, 4), step_ratio_mean=ratio(m.value), step_ratio_ci=interval)
+            if name in alone_names:  # the same ratio from the world-model term timed on its own
+                term = statistics.fmean([pb["alone"][name] for pb in per_batch])
+                row["wm_term_alone"] = round(term, 4)
+                row["step_ratio_from_term"] = ratio(term)
+            conditions_out[name] = row
+        phone_calls = statistics.fmean([pb["phone_calls"] for pb in per_batch])
+        wm_tokens = {key: round(statistics.fmean([pb["wm_tokens"][key] for pb in per_batch]))
+                     for key in ("shared_prefix", "unshared", "floor")}
+        return {
+            "model": base, "prompts": a.prompts, "generations": a.generations, "batches": a.batches,
+            "micro_batch": a.micro_batch, "micro_batches_per_step": steps,
+            "phone_calls_per_batch": [pb["phone_calls"] for pb in per_batch],
+            "reply_tokens_per_batch": [pb["reply_tokens"] for pb in per_batch], "wm_padded_tokens": wm_tokens,
+            "generation_seconds": round(base_gen, 3),
+            "generation_per_batch": [round(pb["generation"], 3) for pb in per_batch],
+            "examples_seconds": round(examples_seconds, 4), "reply_masks_seconds": round(masks_seconds, 4),
+            "baseline_train_seconds": round(base_t, 4), "repeats": a.repeats, "threads": a.threads,
+            "malloc_tuned": malloc_tuned, "sparse_dropout": cfg.lora.sparse_dropout,
+            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "conditions": conditions_out,
+            "phone_calls_mean": phone_calls,
+        }
+
     # Each batch: a fresh generation (timed), then `repeats` rounds of every condition on that batch,
     # interleaved in a new order each round (machine noise and memory state hit all alike; a condition
     # pays for what ran before it, so no position is fixed), then the world-model term alone.
@@ -249,55 +300,12 @@ def main() -> None:
         })
         progress(f"batch {b + 1}/{a.batches}: generation {gen_seconds:.2f} s, {len(examples)} phone calls, "
                  + ", ".join(f"{n} {statistics.median(xs):.3f} s" for n, xs in samples.items()))
+        if a.json and b + 1 < a.batches:  # one line per batch: a run stopped at a time limit still has its numbers
+            print(json.dumps({**summarize(per_batch), "partial": True}), flush=True)
 
-    # Step-time ratio vs baseline, over the batches: sum of (generation + its world-model extra +
-    # loss/backward) / sum of (generation + baseline loss/backward), i.e. mean step time over mean step
-    # time. A batch's loss/backward difference is the median of its paired per-round differences (a slow
-    # drift of the machine cancels within a round). The mean of all paired differences also gets a
-    # bootstrap 95% interval (scipy.stats.bootstrap via lfo's stats), and so does the ratio from it.
-    from lfo_cli.stats import bootstrap_mean_ci
-
-    base_gen = statistics.fmean([pb["generation"] for pb in per_batch])
-    base_t = statistics.fmean([statistics.median(pb["samples"]["baseline"]) for pb in per_batch])
-    examples_seconds = statistics.fmean([pb["examples"] for pb in per_batch])
-    masks_seconds = statistics.fmean([pb["masks"] for pb in per_batch])
-    gen_extra = {"baseline": 0.0, "shared": masks_seconds}
-    conditions_out = {}
-    for name in trainers:
-        paired = [[x - y for x, y in zip(pb["samples"][name], pb["samples"]["baseline"], strict=True)] for pb in per_batch]
-        diff = statistics.fmean([statistics.median(d) for d in paired])
-        diffs = [d for batch_diffs in paired for d in batch_diffs]
-        extra = gen_extra.get(name, examples_seconds)
-
-        def ratio(d: float, extra: float = extra) -> float:
-            return round((base_gen + extra + base_t + d) / (base_gen + base_t), 3)
-
-        row = {"train_seconds": round(statistics.fmean([statistics.median(pb["samples"][name]) for pb in per_batch]), 4),
-               "paired_train_diff": round(diff, 4), "generation_extra": round(extra, 4), "step_ratio": ratio(diff)}
-        if name != "baseline":
-            m = bootstrap_mean_ci(diffs, seed=a.seed)
-            interval = [ratio(m.low), ratio(m.high)] if m.n > 1 else None  # one sample: no interval (JSON has no NaN)
-            row.update(paired_train_diff_mean=round(m.value, 4), step_ratio_mean=ratio(m.value), step_ratio_ci=interval)
-        if name in alone_names:  # the same ratio from the world-model term timed on its own
-            term = statistics.fmean([pb["alone"][name] for pb in per_batch])
-            row["wm_term_alone"] = round(term, 4)
-            row["step_ratio_from_term"] = ratio(term)
-        conditions_out[name] = row
-    phone_calls = statistics.fmean([pb["phone_calls"] for pb in per_batch])
-    wm_tokens = {key: round(statistics.fmean([pb["wm_tokens"][key] for pb in per_batch]))
-                 for key in ("shared_prefix", "unshared", "floor")}
-    result = {
-        "model": base, "prompts": a.prompts, "generations": a.generations, "batches": a.batches,
-        "micro_batch": a.micro_batch, "micro_batches_per_step": steps,
-        "phone_calls_per_batch": [pb["phone_calls"] for pb in per_batch],
-        "reply_tokens_per_batch": [pb["reply_tokens"] for pb in per_batch], "wm_padded_tokens": wm_tokens,
-        "generation_seconds": round(base_gen, 3),
-        "generation_per_batch": [round(pb["generation"], 3) for pb in per_batch],
-        "examples_seconds": round(examples_seconds, 4), "reply_masks_seconds": round(masks_seconds, 4),
-        "baseline_train_seconds": round(base_t, 4), "repeats": a.repeats, "threads": a.threads,
-        "malloc_tuned": malloc_tuned, "sparse_dropout": cfg.lora.sparse_dropout,
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu", "conditions": conditions_out,
-    }
+    result = summarize(per_batch)
+    conditions_out, phone_calls, wm_tokens = result["conditions"], result["phone_calls_mean"], result["wm_padded_tokens"]
+    base_gen, base_t = result["generation_seconds"], result["baseline_train_seconds"]
     if a.json:
         print(json.dumps(result, indent=2))
         return

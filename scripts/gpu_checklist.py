@@ -1,7 +1,8 @@
 """Everything a lent GPU machine should run, in priority order, each part answering something on its own.
 
-A GPU is lent now and then, for about 30 minutes of device time in all, in commands of at most 10
-minutes, each carrying at most 64 MiB of files; the machine is handed back ~30 s after a command ends.
+A GPU is lent now and then, for about 15 minutes of device time in all (starts included), in commands of at
+most 10 minutes, each carrying at most 64 MiB of files; the machine is handed back ~30 s after a command ends,
+so the parts are run back to back.
 So the work is prepared here, carried in two parts, and run as one short command per part:
 
     scripts/gpu_checklist.sh prepare                  # here, once: wheels + the SmolLM2 model in two pieces, in .gpu/
@@ -16,8 +17,8 @@ Parts:
            own torch) and checks that lfo imports.
   smollm2  the SmolLM2 warm start (40 SFT steps, cached in the call), then the world-model overhead per GRPO
            step on the same rollout batches, conditions interleaved (``benchmarks/wm_overhead.py``: baseline
-           DAPO vs separate, stacked, shared, ratio with its CI), then step time and tokens/s for 4 x 4 and
-           8 x 8 (``benchmarks/step_time.py``) with the GPU memory high-water mark.
+           DAPO vs separate, stacked, shared, ratio with its CI), then step time and tokens/s for 4 x 4
+           (``benchmarks/step_time.py``) with the GPU memory high-water mark.
   scale    one DeepSpeed ZeRO-2 step (``recipes/accelerate/zero2.yaml``), and the step time of a randomly
            initialised Qwen3-architecture model of ~0.5B parameters (no download: Qwen3-0.6B's layers with
            SmolLM2's vocabulary), with memory high-water marks.
@@ -95,13 +96,15 @@ STEPS = {
     ],
     "smollm2": [
         ("model", 45, "install_model"),
-        ("warmstart", 180, ["{py}", "-m", "lfo_cli", "train", "--recipe", "warmstart_smollm2",
+        ("warmstart", 150, ["{py}", "-m", "lfo_cli", "train", "--recipe", "warmstart_smollm2",
                             "--out", "{work}/runs/warmstart_smollm2"]),
         # baseline DAPO vs each coupling on the same rollout batches, conditions interleaved every round
-        ("wm_overhead", 200, ["{py}", "benchmarks/wm_overhead.py", "--recipe", "dual_lora", "--prompts", "4",
+        # a 4 x 4 batch took 35-55 s to generate on an H200 (2026-11-26): 3 batches fit with the warm-up, and
+        # the benchmark prints its result so far after each batch, so a stop at the limit keeps what was measured
+        ("wm_overhead", 240, ["{py}", "benchmarks/wm_overhead.py", "--recipe", "dual_lora", "--prompts", "4",
                               "--generations", "4", "--batches", "3", "--repeats", "3",
                               "--conditions", "baseline,separate,stacked,shared", "--json"]),
-        ("step_time", 100, ["{py}", "benchmarks/step_time.py", "--models", "smollm2-135m", "--shapes", "4x4", "8x8",
+        ("step_time", 100, ["{py}", "benchmarks/step_time.py", "--models", "smollm2-135m", "--shapes", "4x4",
                             "--repeats", "1", "--json"]),
     ],
     "scale": [
@@ -270,12 +273,15 @@ def run_step(name: str, cmd: list[str], limit: int, log) -> dict:
     log.write(out + err)
     log.flush()
     result: dict = {"rc": rc, "seconds": round(time.perf_counter() - t0, 1)}
-    for line in reversed(out.strip().splitlines()):
-        try:
-            result["result"] = json.loads(line)
-            break
-        except json.JSONDecodeError:
-            continue
+    try:  # the whole output is one JSON document (a finished benchmark's --json)...
+        result["result"] = json.loads(out)
+    except json.JSONDecodeError:  # ...or the last JSON line (a benchmark stopped at its limit: its last partial line)
+        for line in reversed(out.strip().splitlines()):
+            try:
+                result["result"] = json.loads(line)
+                break
+            except json.JSONDecodeError:
+                continue
     if rc != 0:
         result["tail"] = (out + err)[-1500:]
     return result
