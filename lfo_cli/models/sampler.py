@@ -10,12 +10,16 @@ draw from p. Temperature 0 is greedy decoding. Attention masks and position ids 
 builds for left-padded prompts, so greedy decoding gives `generate`'s tokens (tested).
 
 Only plain sampling: no top-k/top-p/min-p, repetition penalty or other processors (callers fall back to
-`generate` for those).
+`generate` for those). A multi-turn episode can keep each row's keys and values (`sample_turn_cached`,
+`PromptKV`): the next turn reads only what the conversation added. That is exact only in eval mode
+(dropout would have drawn other masks for the kept part), so the trainer reuses them only when rollouts
+are sampled without dropout (`trainer.rollout_dropout: false`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +27,18 @@ if TYPE_CHECKING:
     import torch
 
 # torch is imported inside the functions: `lfo transfer-eval --help` reaches this module and imports no torch.
+
+
+@contextmanager
+def eval_mode(model):
+    """``model`` in eval mode (no dropout) inside the block; every module that was training is again after."""
+    training = [m for m in model.modules() if m.training]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m in training:
+            m.train()
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -75,6 +75,13 @@ class DualLoRAConfig(GRPOConfig):
                   "plain sampling on one process, else TRL's path) or generate (transformers' model.generate). The "
                   "same distribution; docs/training.md gives the measured speed."},
     )
+    rollout_dropout: bool = field(
+        default=False,
+        metadata={"help": "Keep LoRA dropout on while lfo's sampler draws rollouts (TRL's transformers path samples "
+                  "in train mode). Off: rollouts are sampled in eval mode, as TRL's vLLM and continuous-batching "
+                  "paths sample them, and the sampler reuses each rollout's keys and values from one turn to the "
+                  "next (exact only without dropout). The policy loss's forward keeps its dropout either way."},
+    )
     loss_length_groups: int = field(
         default=8,  # 32 rollouts of observation-like lengths: forward + backward x0.69 with 4 groups, x0.60 with 8
         metadata={"help": "Run the policy loss's forward (and so its backward) in this many groups of rollouts of "

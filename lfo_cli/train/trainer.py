@@ -11,12 +11,16 @@ or change; ``tests/train`` exercises each against the pinned TRL 1.16:
   (``wm.intrinsic=surprise``), checks the adapters and registers the optimizer-step callback.
 * ``_generate_single_turn`` (private) — with ``trainer.sampler: lfo`` (the default) and plain sampling on
   one process (no vLLM, top-k/top-p/min-p or repetition penalty, no DeepSpeed/FSDP, text only), one
-  turn of the rollouts is sampled by :func:`lfo_cli.models.sampler.sample_turn` instead of
-  ``model.generate``: the same distribution, finished rows leave the batch. Otherwise TRL's own.
+  turn of the rollouts is sampled by lfo's loop (:mod:`lfo_cli.models.sampler`) instead of
+  ``model.generate``: the same distribution, finished rows leave the batch. With
+  ``trainer.rollout_dropout: false`` (the default) the turn is sampled in eval mode and reads only what
+  the conversation added since the row's last turn (its keys and values are kept between TRL's calls).
+  Otherwise TRL's own.
 * ``_generate_and_score_completions`` (private) — after TRL's multi-turn tool rollouts, the objective adds
   its rollout record (:mod:`lfo_cli.train.rollout_record`): world-model examples from each rollout's
   environment, or the reply-token masks, and the generation's total of its normaliser's units. TRL's
-  shuffle and split into gradient-accumulation micro-batches carry the columns along.
+  shuffle and split into gradient-accumulation micro-batches carry the columns along. The kept keys and
+  values are dropped here.
 * ``compute_loss`` — calls ``super()`` for the policy loss on every step that updates the policy; on a
   world-model-only step of a schedule (``alternating``, ``wm_first:N``) it does not, so the policy adapter
   gets no gradient. Then adds ``wm.coef x`` the objective's loss x its share of the generation (each
@@ -54,7 +58,7 @@ from trl import GRPOTrainer
 
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
-from lfo_cli.models.sampler import sample_turn
+from lfo_cli.models.sampler import PromptKV, eval_mode, sample_turn, sample_turn_cached
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, activate, active, adapter_params, grad_norm
 from lfo_cli.train.length_groups import forward_in_length_groups
 from lfo_cli.train.objectives import WorldModelObjective
@@ -78,6 +82,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             if cfg.reward_weights is not None:
                 raise LfoError("wm.intrinsic=surprise scales its bonus by wm.intrinsic_coef; drop trainer.reward_weights")
         self._policy_forward_sink: Callable | None = None  # set only inside compute_loss's policy forward
+        self._rollout_kv: list[PromptKV] = []  # each rollout's last prompt's keys and values, within one generation
         super().__init__(*args, **kwargs)
         self.objective: WorldModelObjective = self.args.wm.objective(
             self.args.wm, self.processing_class, total=self._total, device=self.accelerator.device)
@@ -111,14 +116,23 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if not self._plain_sampling() or multimodal_fields or has_tool_images:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        model = self.accelerator.unwrap_model(self.model)  # in train mode, as TRL samples (LoRA dropout on)
-        completions = sample_turn(model, prompt_ids, max_new_tokens=self.max_completion_length, eos_ids=self.eos_token_ids,
-                                  pad_id=self._tokenizer.pad_token_id, temperature=self.temperature)
-        return completions, None  # no sampling log-probs, as TRL's own transformers path
+        model = self.accelerator.unwrap_model(self.model)
+        how = {"max_new_tokens": self.max_completion_length, "eos_ids": self.eos_token_ids,
+               "pad_id": self._tokenizer.pad_token_id, "temperature": self.temperature}
+        if self.args.rollout_dropout:  # in train mode, as TRL's transformers path samples (LoRA dropout on)
+            return sample_turn(model, prompt_ids, **how), None  # no sampling log-probs, as TRL's own path
+        # TRL calls this once per turn, each later turn with the rows that called a tool, their prompts now
+        # prompt + completion + tool reply: a row's kept keys and values are those of its previous prompt.
+        prior = [max((kv for kv in self._rollout_kv if kv.prefix_of(p)), key=lambda kv: len(kv.ids), default=None)
+                 for p in prompt_ids]
+        with eval_mode(model):
+            completions, self._rollout_kv = sample_turn_cached(model, prompt_ids, prior, **how)
+        return completions, None
 
     # ---- rollouts: the objective keeps what its loss reads (the rollout record) ---------------------
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
+        self._rollout_kv = []
         if self._wm_enabled:
             self.objective.collect(output, getattr(self, "environments", None) or [])
         return output

@@ -26,10 +26,60 @@ def tokenizer():
 def test_plain_sampling_goes_through_lfos_loop_and_anything_else_through_trls(tokenizer, tmp_path, settings, lfo):
     trainer = make_trainer(tokenizer, tmp_path, max_completion_length=6, **settings)
     prompts = [tokenizer("the rep said")["input_ids"], tokenizer("please call billing fraud")["input_ids"]]
-    with mock.patch("lfo_cli.train.trainer.sample_turn", wraps=sampler.sample_turn) as spy:
+    with (mock.patch("lfo_cli.train.trainer.sample_turn", wraps=sampler.sample_turn) as plain,
+          mock.patch("lfo_cli.train.trainer.sample_turn_cached", wraps=sampler.sample_turn_cached) as cached):
         completions, logprobs = trainer._generate_single_turn(prompts, None, {}, num_generations=1)
-    assert spy.called == lfo and logprobs is None and len(completions) == 2
+    assert (plain.called or cached.called) == lfo and logprobs is None and len(completions) == 2
     assert all(1 <= len(c) <= 6 for c in completions)
+
+
+def _modes_seen(model) -> tuple[list[bool], object]:
+    """Whether the LoRA layers (and so their dropouts) were training at each forward."""
+    seen: list[bool] = []
+    lora = next(m for m in model.modules() if hasattr(m, "lora_dropout"))
+    return seen, model.register_forward_pre_hook(lambda mod, args: seen.append(lora.training and lora.lora_dropout.training))
+
+
+@pytest.mark.parametrize("rollout_dropout", [True, False])
+def test_rollouts_sample_in_train_mode_only_with_rollout_dropout(tokenizer, tmp_path, rollout_dropout):
+    trainer = make_trainer(tokenizer, tmp_path, max_completion_length=4, rollout_dropout=rollout_dropout)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    model.train()  # as the trainer holds it between steps
+    before = {name: m.training for name, m in model.named_modules()}
+    seen, hook = _modes_seen(model)
+    try:
+        trainer._generate_single_turn([tokenizer("the rep said")["input_ids"]], None, {}, num_generations=1)
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {rollout_dropout}
+    assert {name: m.training for name, m in model.named_modules()} == before  # every mode as it was
+
+
+def test_later_turns_reuse_the_rows_keys_and_values_and_sample_what_a_full_read_samples(tokenizer, tmp_path):
+    """TRL's tool loop calls again with the rows that called a tool, each prompt now prompt + completion + reply:
+    the second call reads only the new part of those rows, and samples what sampling from a full read does."""
+    trainer = make_trainer(tokenizer, tmp_path, max_completion_length=5, bf16=False)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    first = [tokenizer(t)["input_ids"] for t in ("the rep said", "account number and zip code", "claims")]
+    torch.manual_seed(0)
+    done, _ = trainer._generate_single_turn(first, None, {}, num_generations=1)
+    reply = tokenizer(" billing needs the zip code")["input_ids"]
+    second = [first[i] + done[i] + reply for i in (0, 2)]  # row 1 ended without a tool call
+    with mock.patch("lfo_cli.train.trainer.sample_turn_cached", wraps=sampler.sample_turn_cached) as spy:
+        torch.manual_seed(1)
+        reused, _ = trainer._generate_single_turn(second, None, {}, num_generations=1)
+    prior = spy.call_args.args[2]
+    assert [p.ids if p else None for p in prior] == [tuple(first[0]), tuple(first[2])]
+    with sampler.eval_mode(model):
+        torch.manual_seed(1)
+        full = sampler.sample_turn(model, second, max_new_tokens=5, eos_ids=trainer.eos_token_ids,
+                                   pad_id=tokenizer.pad_token_id, temperature=trainer.temperature)
+    assert reused == full
+    trainer._rollout_kv = [*trainer._rollout_kv]
+    with (mock.patch("trl.GRPOTrainer._generate_and_score_completions", return_value={}),
+          mock.patch.object(trainer.objective, "collect")):
+        trainer._generate_and_score_completions({})
+    assert trainer._rollout_kv == []  # nothing kept from one generation to the next
 
 
 def test_the_loss_reads_the_log_probs_of_a_full_forward_over_sampled_rollouts(tokenizer, tmp_path):
