@@ -1,0 +1,100 @@
+"""The TextWorld world on tiny generated games: deterministic game sets, the global RNGs untouched, the gold
+policy wins and a random one does not through lfo's episode runner, one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from lfo_cli.errors import LfoError
+from lfo_cli.textworld_env.environment import TextWorldEnv, TextWorldFactory
+from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
+from lfo_cli.textworld_env.games import GameSpec, generate_games
+from lfo_cli.textworld_env.text import clean
+
+pytest.importorskip("textworld")
+COOKING = GameSpec(kind="cooking", recipe=1, take=1, go=6)  # one ingredient to find in one of six rooms
+
+
+@pytest.fixture(scope="module")
+def games(tmp_path_factory):
+    return generate_games(COOKING, range(4), root=tmp_path_factory.mktemp("tw"))
+
+
+def test_the_same_seeds_give_the_same_games_and_other_seeds_other_ones(games, tmp_path):
+    again = generate_games(COOKING, range(4), root=tmp_path)
+    assert [g.sha256 for g in again] == [g.sha256 for g in games] and len({g.sha256 for g in games}) == 4
+    manifest = json.loads((again[0].path.parent / "manifest.json").read_text())
+    assert manifest["spec"]["go"] == 6 and sorted(manifest["games"], key=int) == ["0", "1", "2", "3"]
+    other = generate_games(GameSpec(kind="cooking", recipe=1, take=1, go=6, split="valid"), [0], root=tmp_path)
+    assert other[0].sha256 != games[0].sha256  # the valid split: other foods for the same seed
+
+
+def test_reset_and_act_leave_every_global_rng_as_it_was(games, tmp_path):
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state().clone())
+    generate_games(COOKING, [9], root=tmp_path)  # generation too
+    env = TextWorldEnv(games)
+    env.reset(game=games[0].seed)
+    env.act("look")
+    env.act(env.admissible_commands[0])
+    after = (random.getstate(), np.random.get_state()[1], torch.get_rng_state())
+    assert after[0] == before[0] and (after[1] == before[1]).all() and torch.equal(after[2], before[2])
+
+
+def test_gold_wins_every_game_and_random_none_through_the_episode_runner(games):
+    gold = play_all(games, gold_policy())
+    assert all(e.won and e.reward == 1.0 for e in gold)
+    assert all(e.steps == len(e.commands) <= 50 for e in gold)
+    rand = play_all(games, random_policy(0), max_steps=50)
+    assert sum(e.won for e in rand) / len(rand) < 0.1
+    assert all(e.won or e.lost or e.steps == 50 for e in rand)
+
+
+def test_the_agent_reads_no_banner_and_one_tool_is_exposed(games):
+    from transformers.utils import get_json_schema
+
+    env = TextWorldFactory(games, max_steps=5)()
+    first = env.reset(game=games[1].seed)
+    assert "$$" not in first and "cookbook" in first and first == first.strip()
+    public = [n for n in dir(TextWorldEnv) if not n.startswith("_") and callable(getattr(TextWorldEnv, n))]
+    assert sorted(public) == ["act", "get_reward", "reset"]  # TRL's tools: every public method but these two
+    assert get_json_schema(env.act)["function"]["parameters"]["required"] == ["command"]
+    for _ in range(5):
+        env.act("look")
+    assert env.done and env.act("look") == "The game is over."
+
+
+def test_clean_strips_the_status_line_and_blank_runs():
+    assert clean("\n\n  ___|$$\\\n-= Kitchen =-   0/3\nYou see a fridge.\n\n\n\nA table.\n") == \
+        "-= Kitchen =-\nYou see a fridge.\n\nA table."
+
+
+def test_bad_input_is_one_clear_error(games, tmp_path, monkeypatch):
+    with pytest.raises(LfoError, match="unknown game type 'zork'"):
+        generate_games(GameSpec(kind="zork"), [0], root=tmp_path)
+    with pytest.raises(LfoError, match="go must be 1, 6, 9 or 12"):
+        GameSpec(go=3).check()
+    with pytest.raises(LfoError, match="'game' must be one of"):
+        TextWorldEnv(games).reset(game=99)
+    # the interpreter would exit the whole process on these: each is refused before it reads them
+    story = games[0].path.read_bytes()
+    for name, data, says in (("garbage", b"not a story file" * 8, "not a Z-machine story file"),
+                             ("truncated", story[: len(story) // 2], "truncated or corrupt"),
+                             ("flipped", story[:5000] + bytes([story[5000] ^ 0xFF]) + story[5001:], "truncated or corrupt")):
+        broken = tmp_path / f"{name}.z8"
+        broken.write_bytes(data)
+        with pytest.raises(LfoError, match=says):
+            TextWorldEnv([type(games[0])(0, broken, "x")]).reset(game=0)
+    with pytest.raises(LfoError, match="cannot read game"):
+        TextWorldEnv([type(games[0])(0, tmp_path / "missing.z8", "x")]).reset(game=0)
+    monkeypatch.setitem(sys.modules, "textworld", None)  # the extra not installed
+    with pytest.raises(LfoError, match=r"pip install -e '\.\[textworld\]'"):
+        generate_games(COOKING, [77], root=tmp_path)
