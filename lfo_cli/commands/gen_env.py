@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.commands.gen_env_textworld import textworld_games
 from lfo_cli.env.check import run_check, select_tasks, summarize
 from lfo_cli.env.generate import generate_world
 from lfo_cli.env.policies import REFERENCE_POLICIES
@@ -19,6 +20,7 @@ CONTEXT: dict = {}
 
 _GEN = "Generation"
 _CHECK = "Check"
+_TW = "TextWorld (--world textworld)"
 
 
 @handle_errors
@@ -54,16 +56,35 @@ def gen_env(
     episodes_per_difficulty: Annotated[
         int, typer.Option(help="Episodes per policy and difficulty in --check.", rich_help_panel=_CHECK)
     ] = 40,
+    world: Annotated[str, typer.Option(help="customer_service, or textworld (the textworld extra).")] = "customer_service",
+    game_type: Annotated[str, typer.Option(help="cooking, coin_collector or treasure_hunter.", rich_help_panel=_TW)] = "cooking",
+    games: Annotated[int, typer.Option(help="Games, seeds --seed onwards.", rich_help_panel=_TW)] = 20,
+    go: Annotated[int, typer.Option(help="Cooking: rooms (1, 6, 9, 12).", rich_help_panel=_TW)] = 6,
+    recipe: Annotated[int, typer.Option(help="Cooking: ingredients in the recipe.", rich_help_panel=_TW)] = 1,
+    take: Annotated[int, typer.Option(help="Cooking: ingredients to find.", rich_help_panel=_TW)] = 1,
+    split: Annotated[str, typer.Option(help="Cooking: train, valid or test foods.", rich_help_panel=_TW)] = "train",
+    level: Annotated[int, typer.Option(help="Coin collector / treasure hunter level.", rich_help_panel=_TW)] = 1,
     json_: JsonOpt = False,
 ) -> None:
     """Generate the customer-service world (companies, tasks, manifest), or check it with reference policies.
+    With --world textworld: TextWorld games generated from --seed and cached under $LFO_HOME/textworld.
 
     Examples:
 
       lfo gen-env --num-companies 100 --num-train-tasks 500 --num-val-tasks 100 --heldout-fraction 0.5 --seed 0 --output-dir data/
 
       lfo gen-env --check --data-dir data/ --report-dir reports/env_check
+
+      lfo gen-env --world textworld --game-type cooking --go 6 --games 50 --seed 0 --check
     """
+    if world == "textworld":
+        spec = {"kind": game_type, "go": go, "recipe": recipe, "take": take, "split": split, "level": level}
+        if not textworld_games(spec, games, seed, check, json_):
+            typer.echo("error: textworld check failed", err=True)
+            raise typer.Exit(1)
+        return
+    if world != "customer_service":
+        raise LfoError(f"--world must be customer_service or textworld, got {world!r}")
     if check:
         _check(data_dir or output_dir, report_dir, episodes_per_difficulty, seed, json_)
         return

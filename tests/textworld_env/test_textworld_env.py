@@ -4,8 +4,11 @@ policy wins and a random one does not through lfo's episode runner, one-line err
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,3 +101,19 @@ def test_bad_input_is_one_clear_error(games, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "textworld", None)  # the extra not installed
     with pytest.raises(LfoError, match=r"pip install -e '\.\[textworld\]'"):
         generate_games(COOKING, [77], root=tmp_path)
+
+
+def _lfo(*args: str, home) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LFO_HOME": str(home), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "lfo_cli", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_gen_env_makes_and_checks_textworld_games(tmp_path):
+    done = _lfo("gen-env", "--world", "textworld", "--games", "2", "--seed", "5", "--check", "--json", home=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["gold_success"] == 1.0 and out["checks"] == {"gold_100": True, "random_below_10pct": True}
+    assert set(json.loads(Path(out["manifest"]).read_text())["games"]) == {"5", "6"}
+    bad = _lfo("gen-env", "--world", "textworld", "--game-type", "zork", home=tmp_path)
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("error: textworld: unknown game type 'zork'")

@@ -1,0 +1,45 @@
+"""`lfo gen-env --world textworld`: generate (and cache) TextWorld games from a seed, or `--check` them with the
+gold and random policies through lfo's episode runner."""
+
+from __future__ import annotations
+
+import sys
+
+from lfo_cli.commands._common import print_json
+from lfo_cli.errors import LfoError
+from lfo_cli.progress import ProgressLog
+from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
+from lfo_cli.textworld_env.games import GameSpec, generate_games
+
+
+def textworld_games(spec_kw: dict, games: int, seed: int, check: bool, as_json: bool) -> bool:
+    """Returns whether the check passed (True without --check)."""
+    if games < 1:
+        raise LfoError(f"--games must be >= 1, got {games}")
+    spec = GameSpec(**spec_kw).check()
+    files = []
+    with ProgressLog("textworld games", games, unit="game", stream=sys.stderr if as_json else None) as log:
+        for s in range(seed, seed + games):
+            files += generate_games(spec, [s])
+            log.update(len(files))
+    out: dict = {"spec": spec_kw, "seeds": [seed, seed + games - 1], "dir": str(files[0].path.parent),
+                 "manifest": str(files[0].path.parent / "manifest.json")}
+    ok = True
+    if check:
+        gold, rand = play_all(files, gold_policy()), play_all(files, random_policy(seed))
+        out["gold_success"] = sum(e.won for e in gold) / len(gold)
+        out["random_success"] = sum(e.won for e in rand) / len(rand)
+        out["random_reward"] = sum(e.reward for e in rand) / len(rand)
+        out["gold_steps_mean"] = sum(e.steps for e in gold) / len(gold)
+        out["checks"] = {"gold_100": out["gold_success"] == 1.0, "random_below_10pct": out["random_success"] < 0.1}
+        ok = all(out["checks"].values())
+    if as_json:
+        print_json(out)
+    else:
+        print(f"{games} {spec.kind} games (seeds {seed}-{seed + games - 1}) in {out['dir']}")
+        if check:
+            print(f"gold {out['gold_success']:.0%} success in {out['gold_steps_mean']:.1f} steps; random "
+                  f"{out['random_success']:.1%} success, {out['random_reward']:.1%} of the score")
+            for name, passed in out["checks"].items():
+                print(f"{'PASS' if passed else 'FAIL'}  {name}")
+    return ok
