@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from lfo_cli.env.generate import generate_world
 from lfo_cli.env.tasks import fresh_training_tasks
 from lfo_cli.env.world import sub_seed
 from lfo_cli.env.world_files import MANIFEST_FILE, load_world
@@ -28,7 +29,18 @@ def load_world_for(cfg: WarmStartConfig):
     return load_world(cfg.data.dir)
 
 
+def sft_world(cfg: WarmStartConfig, world):
+    """The world the SFT tasks are played in: ``world``, or with ``data.fresh_companies`` one of that many
+    companies generated afresh (the generator's own catalogue and exception rate, nothing held out)."""
+    if not cfg.data.fresh_companies:
+        return world
+    return generate_world(num_companies=cfg.data.fresh_companies, num_train_tasks=0, num_val_tasks=0,
+                          heldout_fraction=0.0, seed=sub_seed("sft-companies", world.seed, cfg.seed),
+                          exception_rate=world.config.get("exception_rate", 0.3))
+
+
 def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
+    world = sft_world(cfg, world)
     if cfg.data.fresh_tasks:
         tasks = fresh_training_tasks(world, cfg.data.fresh_tasks, seed=sub_seed("sft", world.seed, cfg.seed))
     else:

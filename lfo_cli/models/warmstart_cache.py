@@ -39,7 +39,7 @@ def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[st
 # are named as canonical_data flattens them (data.slip is data.noise.slip).
 NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {
     "data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0, "probe_rate": 0.0,
-             "probe_noise_scale": 1.0},
+             "probe_noise_scale": 1.0, "fresh_companies": 0},
     "train": {"reply_loss_weight": 0.0, "reply_loss_tools": ["make_phone_call"]}}
 
 

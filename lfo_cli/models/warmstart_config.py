@@ -82,6 +82,14 @@ class DataSection:
                   "named), with the same noise: a warm start that has seen replies read within an episode, the "
                   "behaviour held-out companies need. 0: the policy alone."},
     )
+    fresh_companies: int = field(
+        default=0,
+        metadata={"help": "Draw the SFT tasks (data.fresh_tasks of them) on this many companies generated afresh, a "
+                  "world of their own seeded from the world's and the warm start's seeds, instead of the world's "
+                  "training companies: no phone number recurs often enough to be learned, so the model must copy it "
+                  "from the directory, as it must on a held-out company. 0: the world's training companies. "
+                  "Evaluation stays on the world's own validation tasks."},
+    )
     probe_noise_scale: float = field(
         default=1.0,
         metadata={"help": "The probing teacher's noise is data.noise times this (every probability): 1 = the same "
@@ -110,6 +118,10 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
+        if self.fresh_companies < 0:
+            raise LfoError(f"data.fresh_companies must be >= 0, got {self.fresh_companies}")
+        if self.fresh_companies and not self.fresh_tasks:
+            raise LfoError("data.fresh_companies needs data.fresh_tasks > 0 (the tasks drawn on those companies)")
         for name in ("probe_rate", "probe_noise_scale"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:

@@ -431,3 +431,32 @@ def test_a_world_model_warm_start_adds_the_replies_loss_on_the_same_steps(tmp_pa
     logged = [json.loads(line) for line in (tmp_path / "w0.5" / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("losses/reply_loss", 0) > 0 for r in logged)
     assert out[0.0] != out[0.5]
+
+
+def test_fresh_companies_play_the_sft_tasks_in_a_world_of_their_own(small_world_dir):
+    """data.fresh_companies: SFT tasks on newly generated companies whose numbers the world never uses, the same
+    ones on every call; evaluation stays on the world. Off (0) it is no part of the key."""
+    from lfo_cli.env.world import normalize_phone
+    from lfo_cli.env.world_files import load_world
+    from lfo_cli.models.sft_data import collect_sft_trajectories, sft_world
+    from lfo_cli.models.warmstart_cache import resolve_config, warmstart_key
+
+    world = load_world(small_world_dir)
+    _, cfg = resolve_config("warmstart_micro", [f"data.dir={small_world_dir}", "data.fresh_tasks=30",
+                                                "data.fresh_companies=40"])
+    fresh = sft_world(cfg, world)
+    assert len(fresh.companies) == len(fresh.train_company_ids) == 40 and not fresh.heldout_company_ids
+    assert not set(fresh.phone_index) & set(world.phone_index)
+    assert sorted(fresh.phone_index) == sorted(sft_world(cfg, world).phone_index)  # seeded, not random
+    trajectories = collect_sft_trajectories(cfg, world)
+    assert len(trajectories) == 30 and {t["task_id"] for t in trajectories} <= {f"sft-{i:05d}" for i in range(30)}
+    dialled = {normalize_phone(c["function"]["arguments"]["phone_number"]) for t in trajectories
+               for m in t["messages"] for c in m.get("tool_calls") or [] if c["function"]["name"] == "make_phone_call"}
+    assert len(dialled & set(fresh.phone_index)) > 10
+    assert not dialled & set(world.phone_index)  # no number of the world's own companies is ever dialled
+    _, plain = resolve_config("warmstart_micro", [f"data.dir={small_world_dir}", "data.fresh_tasks=30"])
+    _, zero = resolve_config("warmstart_micro", [f"data.dir={small_world_dir}", "data.fresh_tasks=30",
+                                                 "data.fresh_companies=0"])
+    assert warmstart_key(plain) == warmstart_key(zero) != warmstart_key(cfg)
+    with pytest.raises(LfoError, match="data.fresh_companies needs data.fresh_tasks > 0"):
+        resolve_config("warmstart_micro", ["data.fresh_tasks=0", "data.fresh_companies=10"])
