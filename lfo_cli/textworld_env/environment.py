@@ -110,7 +110,7 @@ class TextWorldEnv:
 
     @property
     def walkthrough(self) -> list[str]:
-        """The gold policy's commands from the state at reset (TextWorld's ``policy_commands``)."""
+        """The gold policy's commands from the current state (TextWorld's ``policy_commands``)."""
         return list(self._state.policy_commands or []) if self._state is not None else []
 
     @property

@@ -30,21 +30,28 @@ class Episode:
 
 
 def gold_policy() -> Policy:
-    """Replays the walkthrough read at reset (a fresh plan per episode)."""
-    plan: list[str] = []
-
-    def act(env: TextWorldEnv, observation: str) -> str:
-        if env.steps == 0:
-            plan[:] = env.walkthrough
-        return plan[env.steps] if env.steps < len(plan) else "look"
-
-    return act
+    """The first command of TextWorld's walkthrough from the current state (re-planned every step)."""
+    return lambda env, observation: (env.walkthrough or ["look"])[0]
 
 
 def random_policy(seed: int) -> Policy:
     """A uniform draw from the admissible commands, from its own RNG."""
     rng = random.Random(seed)
     return lambda env, observation: rng.choice(env.admissible_commands or ["look"])
+
+
+def noisy_gold_policy(epsilon: float, seed: int) -> Policy:
+    """The gold policy, except that with probability ``epsilon`` a step is a random admissible command: a
+    teacher whose detours the walkthrough, re-planned from where they lead, then recovers from."""
+    rng = random.Random(seed)
+    gold = gold_policy()
+
+    def act(env: TextWorldEnv, observation: str) -> str:
+        if rng.random() < epsilon:
+            return rng.choice(env.admissible_commands or ["look"])
+        return gold(env, observation)
+
+    return act
 
 
 def play(env: TextWorldEnv, game: int, policy: Policy) -> Episode:

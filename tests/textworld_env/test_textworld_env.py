@@ -16,7 +16,7 @@ import torch
 
 from lfo_cli.errors import LfoError
 from lfo_cli.textworld_env.environment import TextWorldEnv, TextWorldFactory
-from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
+from lfo_cli.textworld_env.episodes import gold_policy, noisy_gold_policy, play_all, random_policy
 from lfo_cli.textworld_env.games import GameSpec, generate_games
 from lfo_cli.textworld_env.text import clean
 
@@ -59,6 +59,9 @@ def test_gold_wins_every_game_and_random_none_through_the_episode_runner(games):
     rand = play_all(games, random_policy(0), max_steps=50)
     assert sum(e.won for e in rand) / len(rand) < 0.1
     assert all(e.won or e.lost or e.steps == 50 for e in rand)
+    # a teacher with detours: the re-planned walkthrough recovers from most of them, in more steps
+    noisy = play_all(games, noisy_gold_policy(0.3, seed=1))
+    assert sum(e.won for e in noisy) >= 2 and sum(e.steps for e in noisy) > sum(e.steps for e in gold)
 
 
 def test_the_agent_reads_no_banner_and_one_tool_is_exposed(games):
