@@ -125,8 +125,11 @@ def _make(spec: GameSpec, seed: int, out: Path) -> None:
         options.path = str(tmp / f"seed-{seed}.z8")
         make = textworld.challenges.CHALLENGES[KINDS[spec.kind]][1]
         with preserved_global_rng():  # generation draws from numpy and Python RNGs of its own, and may reseed
-            game = make(spec.settings(seed), options)
-            game_file = Path(textworld.generator.compile_game(game, options))
+            try:
+                game = make(spec.settings(seed), options)
+                game_file = Path(textworld.generator.compile_game(game, options))
+            except Exception as exc:  # TextWorld's own errors (a setting it cannot satisfy, the Inform compiler)
+                raise LfoError(f"textworld: cannot make {spec.kind} game {seed}: {type(exc).__name__}: {exc}") from None
         for suffix in (".json", ".z8"):
             os.replace(game_file.with_suffix(suffix), out / f"seed-{seed}{suffix}")
     finally:
