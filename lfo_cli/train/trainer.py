@@ -13,8 +13,8 @@ or change; ``tests/train`` exercises each against the pinned TRL 1.16:
   one process (no vLLM, top-k/top-p/min-p or repetition penalty, no DeepSpeed/FSDP, text only), one
   turn of the rollouts is sampled by lfo's loop (:mod:`lfo_cli.models.sampler`) instead of
   ``model.generate``: the same distribution, finished rows leave the batch. With
-  ``trainer.rollout_dropout: false`` (the default) the turn is sampled in eval mode and reads only what
-  the conversation added since the row's last turn (its keys and values are kept between TRL's calls).
+  ``trainer.rollout_dropout: false`` the turn is sampled in eval mode and reads only what the
+  conversation added since the row's last turn (its keys and values are kept between TRL's calls).
   Otherwise TRL's own.
 * ``_generate_and_score_completions`` (private) — after TRL's multi-turn tool rollouts, the objective adds
   its rollout record (:mod:`lfo_cli.train.rollout_record`): world-model examples from each rollout's
