@@ -1,6 +1,8 @@
-"""Reference policies and the episode runner: the gold policy (TextWorld's walkthrough from the state at
-reset) and a random policy over the admissible commands, played through :class:`TextWorldEnv` as an
-agent would play it (the same ``reset``/``act`` calls, the same step limit)."""
+"""Reference policies and the episode runner: the gold policy (TextWorld's walkthrough, re-planned from the
+current state), a noisy gold policy and a random policy over the admissible commands, played through
+:class:`TextWorldEnv` as an agent would play it (the same ``reset``/``act`` calls, the same step limit).
+:func:`record` keeps the conversation in the transformers/TRL message format (assistant turns calling the
+``act`` tool, tool results), the form a warm start imitates."""
 
 from __future__ import annotations
 
@@ -59,6 +61,21 @@ def play(env: TextWorldEnv, game: int, policy: Policy) -> Episode:
     while not env.done:
         observation = env.act(policy(env, observation))
     return Episode(game, env.won, env.lost, env.score, env.max_score, env.steps, tuple(env.commands))
+
+
+def record(env: TextWorldEnv, game: int, policy: Policy, system_prompt: str) -> dict:
+    """One episode as a conversation: the system prompt, the game's opening as the user turn, then each
+    command as an assistant turn calling ``act`` and what happened as its tool result."""
+    observation = env.reset(game=game)
+    messages: list[dict] = [{"role": "system", "content": system_prompt}, {"role": "user", "content": observation}]
+    while not env.done:
+        command = policy(env, observation)
+        observation = env.act(command)
+        messages.append({"role": "assistant", "content": "",
+                         "tool_calls": [{"type": "function", "function": {"name": "act", "arguments": {"command": command}}}]})
+        messages.append({"role": "tool", "name": "act", "content": observation})
+    episode = Episode(game, env.won, env.lost, env.score, env.max_score, env.steps, tuple(env.commands))
+    return {"game": game, "won": episode.won, "reward": episode.reward, "steps": episode.steps, "messages": messages}
 
 
 def play_all(games: list[GameFile], policy: Policy, *, max_steps: int = 50) -> list[Episode]:

@@ -16,7 +16,7 @@ import torch
 
 from lfo_cli.errors import LfoError
 from lfo_cli.textworld_env.environment import TextWorldEnv, TextWorldFactory
-from lfo_cli.textworld_env.episodes import gold_policy, noisy_gold_policy, play_all, random_policy
+from lfo_cli.textworld_env.episodes import gold_policy, noisy_gold_policy, play_all, random_policy, record
 from lfo_cli.textworld_env.games import GameSpec, generate_games
 from lfo_cli.textworld_env.text import clean
 
@@ -120,3 +120,24 @@ def test_gen_env_makes_and_checks_textworld_games(tmp_path):
     bad = _lfo("gen-env", "--world", "textworld", "--game-type", "zork", home=tmp_path)
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("error: textworld: unknown game type 'zork'")
+
+
+def test_a_recorded_episode_is_a_conversation_the_chat_template_renders(games):
+    """What a warm start imitates: the opening as the user turn, each command an `act` call, each outcome
+    its tool result; replaying the calls wins the game again."""
+    from transformers.utils import get_json_schema
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+    from tiny import tiny_tokenizer
+
+    env = TextWorldEnv(games)
+    episode = record(env, games[2].seed, gold_policy(), system_prompt="You play a text game.")
+    roles = [m["role"] for m in episode["messages"]]
+    assert roles[:2] == ["system", "user"] and roles[2:] == ["assistant", "tool"] * episode["steps"]
+    assert episode["won"] and episode["reward"] == 1.0
+    commands = [m["tool_calls"][0]["function"]["arguments"]["command"] for m in episode["messages"] if m["role"] == "assistant"]
+    planned = iter(commands)
+    replay = play_all([games[2]], lambda env, observation: next(planned))
+    assert replay[0].won and replay[0].commands == tuple(commands)
+    text = tiny_tokenizer().apply_chat_template(episode["messages"], tools=[get_json_schema(env.act)], tokenize=False)
+    assert commands[0] in text and episode["messages"][-1]["content"][:20] in text
