@@ -72,15 +72,19 @@ def list_(json_out: JsonOpt = False) -> None:
         for r in warm:
             steps = "-" if r["steps"] is None else (f"{r['steps']}/{r['planned_steps']}" if r["planned_steps"]
                                                     else f"{r['steps']} (plan not recorded)")
-            colour = "green" if r["state"] == "complete" else "red"
+            colour = {"complete": "green", "building": "yellow"}.get(r["state"], "red")
+            colour = "yellow" if r["state"].startswith("interrupted") else colour
             ws.add_row(r["recipe"] or "-", r["key"], steps, str(r["threads"] or "-"),
                        f"[{colour}]{r['state']}[/{colour}]", (r["built_at"] or "-")[:16],
                        "-" if r["minutes"] is None else f"{r['minutes']:g}", _human(r["size_bytes"]))
         console.print(ws)
     cache_dir = rows[0]["path"].rsplit("/", 2)[0] if rows else ""
     console.print(f"cache: {cache_dir}")
-    if any(r["state"] != "complete" for r in warm):
+    unfinished = ("complete", "building")
+    if any(r["state"] not in unfinished and not r["state"].startswith("interrupted") for r in warm):
         console.print("a warm start that is not complete is refused; rebuild it: lfo models build RECIPE --force")
+    if any(r["state"].startswith("interrupted") for r in warm):
+        console.print("an interrupted build continues from its last checkpoint: lfo models build RECIPE")
 
 
 @app.command("build")

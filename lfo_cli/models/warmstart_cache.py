@@ -151,11 +151,31 @@ def warmstart_status(recipe_name: str, data_dir: str | Path | None = None) -> di
             "max_minutes": cfg.train.max_minutes}
 
 
+def _unfinished_build(tmp: Path) -> dict[str, Any]:
+    """A warm start's build temp dir (``.NAME.XXXX.tmp``): running, or interrupted (the next build of the
+    recipe continues it from its last SFT checkpoint, :func:`lfo_cli.models.cache.build_once`)."""
+    key = tmp.name[1:].removesuffix(".tmp").rsplit(".", 1)[0]
+    steps = planned = None
+    done = [int(p.name.split("-")[1]) for p in (tmp / "checkpoints").glob("checkpoint-*") if p.name.split("-")[1].isdigit()
+            and (p / "trainer_state.json").is_file()]
+    if done:
+        try:
+            state = json.loads((tmp / "checkpoints" / f"checkpoint-{max(done)}" / "trainer_state.json").read_text())
+            steps, planned = state.get("global_step"), state.get("max_steps")
+        except (OSError, ValueError):
+            steps = max(done)
+    stale = tmp in cache.stale_builds(tmp.parent / key)
+    return {"recipe": None, "key": key, "path": str(tmp), "steps": steps, "planned_steps": planned, "threads": None,
+            "built_at": None, "minutes": None, "size_bytes": cache.dir_size(tmp),
+            "state": "interrupted (the next build continues it)" if stale else "building"}
+
+
 def list_warmstarts() -> list[dict[str, Any]]:
     """One row per cached warm start under ``$LFO_HOME/warmstart``: recipe, state (:func:`entry_state`), SFT
-    steps done and planned, threads, when it was built and how long it took, size. Reads markers only."""
+    steps done and planned, threads, when it was built and how long it took, size; and one per build that is
+    running or was interrupted (SFT steps of its last checkpoint). Reads markers and trainer states only."""
     root = cache.lfo_home() / "warmstart"
-    rows = []
+    rows = [_unfinished_build(tmp) for tmp in sorted(root.glob(".*.tmp")) if tmp.is_dir()] if root.is_dir() else []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
         if path.name.startswith(".") or not path.is_dir():
             continue

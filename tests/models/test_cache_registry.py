@@ -135,6 +135,29 @@ def test_models_list_with_a_warm_memo_imports_no_torch_and_shows_warm_starts(tmp
         ("micro-aaaaaaaaaaaa", "complete", 909), ("micro-bbbbbbbbbbbb", "budget-stopped", 331)]
 
 
+def test_models_list_shows_running_and_interrupted_builds_with_their_last_checkpoint(tmp_path):
+    """A build's temp dir is listed with the SFT step of its last whole checkpoint: running (its process
+    alive) or interrupted (the next build of the recipe continues it)."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    for name, pid in ((".micro-cccccccccccc.ab12cd34.tmp", int(dead.stdout)), (".micro-dddddddddddd.ef56gh78.tmp", os.getpid())):
+        tmp = tmp_path / "warmstart" / name
+        for step in (200, 300):
+            (tmp / "checkpoints" / f"checkpoint-{step}").mkdir(parents=True)
+            (tmp / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json").write_text(
+                json.dumps({"global_step": step, "max_steps": 900}))
+        (tmp / "checkpoints" / "checkpoint-400").mkdir()  # cut while being written: no trainer state
+        (tmp / ".lfo_build.pid").write_text(str(pid))
+    env = {**_env(tmp_path), "COLUMNS": "200"}
+    listed = json.loads(subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=env,
+                                       capture_output=True, text=True, timeout=120).stdout)
+    assert [(r["key"], r["state"], r["steps"], r["planned_steps"]) for r in listed["warmstarts"]] == [
+        ("micro-cccccccccccc", "interrupted (the next build continues it)", 300, 900),
+        ("micro-dddddddddddd", "building", 300, 900)]
+    out = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list"], env=env, capture_output=True, text=True,
+                         timeout=120).stdout
+    assert "300/900" in out and "lfo models build RECIPE" in out and "--force" not in out
+
+
 def test_pass_through_local_path_and_unknown_hub_id_offline(tiny_model_dir, monkeypatch):
     model, tok = registry.load_model(str(tiny_model_dir))
     assert model.config.model_type == "qwen3" and tok.padding_side == "left"
