@@ -70,6 +70,11 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
     return atomic_write_text(path, "".join(dumps_canonical(r) + "\n" for r in rows))
 
 
+def lfo_home() -> Path:
+    """``$LFO_HOME`` or ``~/.cache/lfo``: where models, warm starts and generated games are cached."""
+    return Path(os.environ.get("LFO_HOME") or Path.home() / ".cache" / "lfo").expanduser()
+
+
 @contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Build a directory under a temporary name and rename it into place only when complete."""

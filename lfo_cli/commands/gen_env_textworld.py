@@ -17,11 +17,8 @@ def textworld_games(spec_kw: dict, games: int, seed: int, check: bool, as_json: 
     if games < 1:
         raise LfoError(f"--games must be >= 1, got {games}")
     spec = GameSpec(**spec_kw).check()
-    files = []
     with ProgressLog("textworld games", games, unit="game", stream=sys.stderr if as_json else None) as log:
-        for s in range(seed, seed + games):
-            files += generate_games(spec, [s])
-            log.update(len(files))
+        files = generate_games(spec, range(seed, seed + games), on_game=log.update)
     out: dict = {"spec": spec_kw, "seeds": [seed, seed + games - 1], "dir": str(files[0].path.parent),
                  "manifest": str(files[0].path.parent / "manifest.json")}
     ok = True

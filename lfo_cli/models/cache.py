@@ -21,16 +21,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.io import atomic_dir, atomic_write_json, read_json
+from lfo_cli.io import atomic_dir, atomic_write_json, lfo_home, read_json
 
 MARKER = "lfo_cache.json"
 _PID_FILE = ".lfo_build.pid"
 _FAILED_FILE = ".lfo_build.failed"  # a resumable build that raised: its dir waits for the next build
-
-
-def lfo_home() -> Path:
-    """``$LFO_HOME`` or ``~/.cache/lfo``."""
-    return Path(os.environ.get("LFO_HOME") or Path.home() / ".cache" / "lfo").expanduser()
 
 
 def models_dir() -> Path:

@@ -30,6 +30,11 @@ class Episode:
     def reward(self) -> float:
         return self.score / self.max_score if self.max_score else 0.0
 
+    @classmethod
+    def of(cls, env: TextWorldEnv, game: int) -> Episode:
+        """The episode ``env`` has played so far."""
+        return cls(game, env.won, env.lost, env.score, env.max_score, env.steps, tuple(env.commands))
+
 
 def gold_policy() -> Policy:
     """The first command of TextWorld's walkthrough from the current state (re-planned every step)."""
@@ -60,7 +65,7 @@ def play(env: TextWorldEnv, game: int, policy: Policy) -> Episode:
     observation = env.reset(game=game)
     while not env.done:
         observation = env.act(policy(env, observation))
-    return Episode(game, env.won, env.lost, env.score, env.max_score, env.steps, tuple(env.commands))
+    return Episode.of(env, game)
 
 
 def record(env: TextWorldEnv, game: int, policy: Policy, system_prompt: str) -> dict:
@@ -74,7 +79,7 @@ def record(env: TextWorldEnv, game: int, policy: Policy, system_prompt: str) -> 
         messages.append({"role": "assistant", "content": "",
                          "tool_calls": [{"type": "function", "function": {"name": "act", "arguments": {"command": command}}}]})
         messages.append({"role": "tool", "name": "act", "content": observation})
-    episode = Episode(game, env.won, env.lost, env.score, env.max_score, env.steps, tuple(env.commands))
+    episode = Episode.of(env, game)
     return {"game": game, "won": episode.won, "reward": episode.reward, "steps": episode.steps, "messages": messages}
 
 

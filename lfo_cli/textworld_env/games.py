@@ -17,12 +17,13 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lfo_cli.errors import LfoError
-from lfo_cli.io import atomic_write_json
+from lfo_cli.io import atomic_write_json, lfo_home
 from lfo_cli.textworld_env.rng import preserved_global_rng
 
 # lfo's names -> TextWorld's challenge names
@@ -81,10 +82,6 @@ class GameFile:
     sha256: str  # of TextWorld's description of the game (seed-N.json)
 
 
-def textworld_home() -> Path:
-    return Path(os.environ.get("LFO_HOME") or Path.home() / ".cache" / "lfo").expanduser() / "textworld"
-
-
 def require_textworld():
     try:
         import textworld
@@ -136,10 +133,12 @@ def _make(spec: GameSpec, seed: int, out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def generate_games(spec: GameSpec, seeds: list[int] | range, root: Path | None = None) -> list[GameFile]:
-    """Each seed's game, made once and cached; ``manifest.json`` lists every game made for the spec."""
+def generate_games(spec: GameSpec, seeds: list[int] | range, root: Path | None = None,
+                   on_game: Callable[[int], None] | None = None) -> list[GameFile]:
+    """Each seed's game, made once and cached (``on_game(done)`` after each); ``manifest.json`` lists every
+    game made for the spec."""
     spec.check()
-    out = (root or textworld_home()) / spec.key()
+    out = (root or lfo_home() / "textworld") / spec.key()
     out.mkdir(parents=True, exist_ok=True)
     games = []
     for seed in seeds:
@@ -149,6 +148,8 @@ def generate_games(spec: GameSpec, seeds: list[int] | range, root: Path | None =
         if not (z8.is_file() and desc.is_file()):
             _make(spec, seed, out)
         games.append(GameFile(seed, z8, _sha256(desc)))
+        if on_game is not None:
+            on_game(len(games))
     manifest = out / "manifest.json"
     listed = json.loads(manifest.read_text()).get("games", {}) if manifest.is_file() else {}
     listed.update({str(g.seed): {"json_sha256": g.sha256, "z8": g.path.name} for g in games})
