@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from lfo_cli.env import catalogue as cat
     from lfo_cli.env import load_world
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.env.specificity import exception_fields, form_specificity
     from lfo_cli.env.tasks import fresh_training_tasks, select_companies
     from lfo_cli.errors import LfoError
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     started = time.time()
-    episodes = evaluate_agent(model, tokenizer, world, [t for t in tasks for _ in range(args.samples)],
+    episodes = evaluate_agent(model, tokenizer, CustomerServiceWorld(world), [t for t in tasks for _ in range(args.samples)],
                               temperature=args.temperature, seed=args.seed)["episodes"]
     seconds = time.time() - started
     rows = {}

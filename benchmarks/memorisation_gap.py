@@ -31,6 +31,7 @@ def main() -> None:
     a = parser.parse_args()
 
     from lfo_cli.env import load_world
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.env.tasks import fresh_training_tasks
     from lfo_cli.models.agent_eval import evaluate_agent, summarize_eval
     from lfo_cli.models.registry import load_model
@@ -44,7 +45,7 @@ def main() -> None:
         model, tokenizer = load_model(path)
         for split in a.splits:
             tasks = [t for t in pools[split] if t.difficulty in a.difficulties][: a.tasks]
-            s = summarize_eval(evaluate_agent(model, tokenizer, world, tasks, seed=a.seed))
+            s = summarize_eval(evaluate_agent(model, tokenizer, CustomerServiceWorld(world), tasks, seed=a.seed))
             row = {"model": path, "split": split, "valid_tool_call_rate": round(s["eval/valid_tool_call_rate"], 3)}
             for d in a.difficulties:
                 row[f"success_d{d}"] = s.get(f"eval/success_d{d}")

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from lfo_cli.env import load_world
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.env.tasks import fresh_training_tasks
     from lfo_cli.models.agent_eval import evaluate_agent
     from lfo_cli.models.registry import load_model
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         block = tasks[b * size:(b + 1) * size]
         for sampler in (("generate", "lfo") if b % 2 == 0 else ("lfo", "generate")):
             start = time.perf_counter()
-            out = evaluate_agent(model, tok, world, block, temperature=1.0, max_turns=16, seed=a.seed + b,
+            out = evaluate_agent(model, tok, CustomerServiceWorld(world), block, temperature=1.0, max_turns=16, seed=a.seed + b,
                                  sampler=sampler)
             seconds[sampler] += time.perf_counter() - start
             results[sampler] += [float(e["success"]) for e in out["episodes"]]

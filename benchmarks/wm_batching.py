@@ -40,6 +40,7 @@ def main() -> None:
 
     from lfo_cli.env import load_world
     from lfo_cli.env.episode import Episode
+    from lfo_cli.env.formatting import world_model_example
     from lfo_cli.env.noise import NoiseConfig
     from lfo_cli.env.rollout import run_episode
     from lfo_cli.models.registry import load_model
@@ -56,7 +57,7 @@ def main() -> None:
     for i in range(a.rollouts):
         task = world.tasks["val"][i // a.per_task]
         run_episode(episode, "prior", task, rollout_seed=a.seed + i, noise=NoiseConfig(epsilon=0.1, field_dropout=0.1))
-        examples += examples_from_environment(episode, ("make_phone_call",))
+        examples += examples_from_environment(episode, ("make_phone_call",), world_model_example)
     model, tokenizer = load_model(a.model)
     model = attach_dual_lora(model, LoraSettings())
     activate(model, WORLD_MODEL)

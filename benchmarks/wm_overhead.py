@@ -98,6 +98,7 @@ def main() -> None:
     from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
 
     from lfo_cli.env import load_world, make_env_factory
+    from lfo_cli.env.task_pools import training_tasks
     from lfo_cli.models.prompts import dataset_row
     from lfo_cli.models.registry import load_model
     from lfo_cli.models.warmstart import ensure_warmstart
@@ -105,7 +106,6 @@ def main() -> None:
     from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
     from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics
-    from lfo_cli.train.task_pools import training_tasks
     from lfo_cli.train.trainer import REPLY_MASK, WM_COLUMN, DualLoRAGRPOTrainer
     from lfo_cli.train.wm_batches import build_wm_batches, plan_cost, shared_token_floor
 
@@ -272,8 +272,7 @@ def main() -> None:
         # What the world model adds to generation: `separate`/`stacked` turn each rollout's transition log
         # into examples (inside gen_seconds: the generating trainer is a dual one), `shared` finds the
         # reply tokens in each completion instead.
-        examples_seconds, _ = timed(lambda envs=envs: [gen_trainer.objective.examples_fn(env, gen_trainer.objective.tools)
-                                                       for env in envs], 5)
+        examples_seconds, _ = timed(lambda envs=envs: [gen_trainer.objective.examples(env) for env in envs], 5)
         masks_seconds, _ = timed(lambda batch=batch, envs=envs: shared_trainer.objective.collect(batch, envs), 3)
         chunks = micro_batches(batch)
         chunk_examples = [[ex for row in chunk.get(WM_COLUMN, []) for ex in row] for chunk in chunks]

@@ -33,7 +33,7 @@ COMPLETE_MARKER = ".complete"  # marks a run complete that has no summary.json (
 # run.json keys
 RUN_CONFIG = "config"  # the resolved recipe
 RUN_RECIPE = "recipe"  # the recipe's name
-RUN_WORLD = "world"  # {"dir", "fingerprint"}: the world the run trains on
+RUN_WORLD = "world"  # {"dir", "kind", "fingerprint"}: the world the run trains on
 GIT_COMMIT = "git_commit"  # the code the run trained with
 
 # recipe keys the report reads (a run's role: baseline when wm.coef is 0)

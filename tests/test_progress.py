@@ -131,6 +131,7 @@ def test_trainer_progress_prints_step_lines_with_eta_at_the_cadence_and_no_tqdm(
 
 def test_evaluation_reports_episodes_done_across_batches(tiny_world):
     """evaluate_agent's progress hook counts episodes over the whole call, not per batch."""
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.models.agent_eval import evaluate_agent
 
     world, tokenizer = tiny_world
@@ -142,7 +143,7 @@ def test_evaluation_reports_episodes_done_across_batches(tiny_world):
         return [tokenizer("Done.<|im_end|>", add_special_tokens=False)["input_ids"] for _ in prompt_ids]
 
     with ProgressLog("transfer-eval", None, unit="episode", stream=out, terminal=False, clock=clock) as plog:
-        evaluate_agent(None, tokenizer, world, tasks, generate_fn=generate, batch_size=4, seed=0,
+        evaluate_agent(None, tokenizer, CustomerServiceWorld(world), tasks, generate_fn=generate, batch_size=4, seed=0,
                        progress=episode_progress(plog))
     got = lines(out)
     assert got[0] == "transfer-eval: 12/24 episodes (50%) · 1.00 episodes/s · ETA 12 s"

@@ -171,8 +171,9 @@ def test_grpo_recipe_env_section_reaches_the_environment():
 
     rec = recipes.load_recipe("dual_lora_micro", ["env.field_credit=0.25", "env.progress_shaping=0.5",
                                                    "env.probe_bonus=0.125"])
-    opts = dataclasses.asdict(rec.config.env)
+    opts = rec.config.env.options()
     assert opts == {"progress_shaping": 0.5, "field_credit": 0.25, "probe_bonus": 0.125}
+    assert dataclasses.asdict(rec.config.env) == {"kind": "customer_service", **opts}
     world = generate_world(num_companies=6, num_train_tasks=10, num_val_tasks=4, seed=1)
     episode = make_env_factory(world, **opts)().episode
     assert (episode.progress_shaping, episode.field_credit, episode.probe_bonus) == (0.5, 0.25, 0.125)

@@ -179,7 +179,7 @@ def written(tmp_path_factory) -> list[Written]:
     from tiny import tiny_model, tiny_tokenizer
 
     from lfo_cli.env import generate_world, write_world
-    from lfo_cli.models.agent_eval import BEHAVIOUR_FIELDS
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.models.trajectories import collect_trajectories
     from lfo_cli.train.run_metrics import validation_metrics, vs_start
     from lfo_cli.wmil.config import WMILConfig
@@ -203,10 +203,10 @@ def written(tmp_path_factory) -> list[Written]:
     # Validation of episodes with forms, at exception departments: the probe policy's.
     trajectories = collect_trajectories(world, world.tasks["val"], policy="probe", seed=0)
     episodes = [{"task_id": t["task_id"], "difficulty": t["difficulty"], "success": bool(t["info"]["success"]),
-                 "turns": t["info"]["turns"], **{k: t["info"][k] for k in BEHAVIOUR_FIELDS if k in t["info"]}}
+                 "turns": t["info"]["turns"], **{k: t["info"][k] for k in CustomerServiceWorld.episode_fields if k in t["info"]}}
                 for t in trajectories]
     out.append(Written("validation of the probe policy's episodes",
-                       set(validation_metrics({"episodes": episodes, "turns": []}, world=world))))
+                       set(validation_metrics({"episodes": episodes, "turns": []}, world=CustomerServiceWorld(world)))))
 
     # Final vs step 0 where some episodes changed.
     run = root / "vs_start"

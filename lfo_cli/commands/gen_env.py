@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
-from lfo_cli.commands.gen_env_textworld import textworld_games
+from lfo_cli.commands.gen_env_textworld import textworld_games, textworld_world
 from lfo_cli.env.check import run_check, select_tasks, summarize
 from lfo_cli.env.generate import generate_world
 from lfo_cli.env.policies import REFERENCE_POLICIES
@@ -58,7 +58,12 @@ def gen_env(
     ] = 40,
     world: Annotated[str, typer.Option(help="customer_service, or textworld (the textworld extra).")] = "customer_service",
     game_type: Annotated[str, typer.Option(help="cooking, coin_collector or treasure_hunter.", rich_help_panel=_TW)] = "cooking",
-    games: Annotated[int, typer.Option(help="Games, seeds --seed onwards.", rich_help_panel=_TW)] = 20,
+    games: Annotated[int, typer.Option(help="Training games, seeds --seed onwards.", rich_help_panel=_TW)] = 20,
+    val_games: Annotated[int, typer.Option(help="Validation games (the next seeds).", rich_help_panel=_TW)] = 10,
+    heldout_games: Annotated[
+        int, typer.Option(help="Held-out games (the seeds after those; cooking: --heldout-split foods).", rich_help_panel=_TW)
+    ] = 10,
+    heldout_split: Annotated[str, typer.Option(help="Cooking: the held-out games' foods.", rich_help_panel=_TW)] = "valid",
     go: Annotated[int, typer.Option(help="Cooking: rooms (1, 6, 9, 12).", rich_help_panel=_TW)] = 6,
     recipe: Annotated[int, typer.Option(help="Cooking: ingredients in the recipe.", rich_help_panel=_TW)] = 1,
     take: Annotated[int, typer.Option(help="Cooking: ingredients to find.", rich_help_panel=_TW)] = 1,
@@ -67,7 +72,8 @@ def gen_env(
     json_: JsonOpt = False,
 ) -> None:
     """Generate the customer-service world (companies, tasks, manifest), or check it with reference policies.
-    With --world textworld: TextWorld games generated from --seed and cached under $LFO_HOME/textworld.
+    With --world textworld: a TextWorld world (train, validation and held-out games generated from --seed and
+    cached under $LFO_HOME/textworld; --output-dir gets textworld_world.json), or --check of --games games.
 
     Examples:
 
@@ -76,12 +82,18 @@ def gen_env(
       lfo gen-env --check --data-dir data/ --report-dir reports/env_check
 
       lfo gen-env --world textworld --game-type cooking --go 6 --games 50 --seed 0 --check
+
+      lfo gen-env --world textworld --game-type cooking --go 6 --games 100 --val-games 20 --heldout-games 20 --output-dir data_tw/
     """
     if world == "textworld":
         spec = {"kind": game_type, "go": go, "recipe": recipe, "take": take, "split": split, "level": level}
-        if not textworld_games(spec, games, seed, check, json_):
-            typer.echo("error: textworld check failed", err=True)
-            raise typer.Exit(1)
+        if check:
+            if not textworld_games(spec, games, seed, check, json_):
+                typer.echo("error: textworld check failed", err=True)
+                raise typer.Exit(1)
+            return
+        textworld_world(spec, output_dir, seed=seed, counts=(games, val_games, heldout_games),
+                        heldout_split=heldout_split, force=force, as_json=json_)
         return
     if world != "customer_service":
         raise LfoError(f"--world must be customer_service or textworld, got {world!r}")

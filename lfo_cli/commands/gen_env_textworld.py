@@ -1,5 +1,5 @@
-"""`lfo gen-env --world textworld`: generate (and cache) TextWorld games from a seed, or `--check` them with the
-gold and random policies through lfo's episode runner."""
+"""`lfo gen-env --world textworld`: a TextWorld world (its splits' games generated, cached, listed in
+``textworld_world.json``), or `--check` of games with the gold and random policies through lfo's episode runner."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.progress import ProgressLog
 from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
 from lfo_cli.textworld_env.games import GameSpec, generate_games
+from lfo_cli.textworld_env.world import SPLITS, write_world
 
 
 def textworld_games(spec_kw: dict, games: int, seed: int, check: bool, as_json: bool) -> bool:
@@ -40,3 +41,23 @@ def textworld_games(spec_kw: dict, games: int, seed: int, check: bool, as_json: 
             for name, passed in out["checks"].items():
                 print(f"{'PASS' if passed else 'FAIL'}  {name}")
     return ok
+
+
+def textworld_world(spec_kw: dict, output_dir, *, seed: int, counts: tuple[int, int, int], heldout_split: str,
+                    force: bool, as_json: bool) -> None:
+    """Make the world's games (train, val, held-out seeds in consecutive blocks from ``seed``) and write its file."""
+    if counts[0] < 1 or min(counts) < 0:
+        raise LfoError(f"--games must be >= 1 and --val-games, --heldout-games >= 0, got {counts}")
+    spec = GameSpec(**spec_kw).check()
+    starts = [seed, seed + counts[0], seed + counts[0] + counts[1]]
+    seeds = {split: range(start, start + n) for split, start, n in zip(SPLITS, starts, counts, strict=True)}
+    with ProgressLog("textworld games", sum(counts), unit="game", stream=sys.stderr if as_json else None) as log:
+        path = write_world(output_dir, spec, seeds, heldout_split=heldout_split, seed=seed, force=force,
+                           on_game=log.update)
+    out = {"world": str(path), "spec": spec_kw, "heldout_split": heldout_split,
+           "seeds": {split: [r.start, r.stop - 1] if len(r) else [] for split, r in seeds.items()}}
+    if as_json:
+        print_json(out)
+    else:
+        print(f"TextWorld world written to {path}: " + ", ".join(
+            f"{split} {len(r)} games" for split, r in seeds.items()) + f" ({spec.kind}; env.kind: textworld)")

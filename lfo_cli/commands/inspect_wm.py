@@ -9,6 +9,7 @@ import typer
 
 from lfo_cli.commands._common import JsonOpt, SeedOpt, handle_errors, print_json
 from lfo_cli.env import read_trajectories_jsonl
+from lfo_cli.env.plugin import CustomerServiceWorld
 from lfo_cli.errors import LfoError
 from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 
@@ -47,6 +48,10 @@ def inspect_wm(
         raise LfoError(f"--split must be val, transfer or train, got '{split}'")
     recipe = run_recipe(run_dir)
     world = load_run_world(run_dir, data_dir)
+    if not isinstance(world, CustomerServiceWorld):
+        raise LfoError(f"inspect-wm reads the customer-service world's phone calls; {run_dir} trained on a "
+                       f"{world.kind} world")
+    world = world.data
     if trajectories is not None:
         trajs = read_trajectories_jsonl(trajectories)
         calls = [t for tr in trajs for t in tr.transitions if t.action.get("tool") == PHONE]

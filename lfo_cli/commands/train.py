@@ -12,11 +12,11 @@ from lfo_cli import recipes
 from lfo_cli import run_record as rr
 from lfo_cli.ablate.runner import is_complete  # the one definition of a finished run
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
-from lfo_cli.env.world_files import world_fingerprint
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
 from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
 from lfo_cli.models.warmstart_cache import warmstart_status
+from lfo_cli.worlds import DEFAULT_KIND, world_class
 
 CONTEXT: dict = {}
 
@@ -187,7 +187,9 @@ def train(
             meta.update({rr.RUN_RECIPE: rec.name, "recipe_chain": rec.chain, "kind": rec.kind})
             data_dir = (rec.resolved.get("data") or {}).get("dir")
             if data_dir is not None:  # the world it trains on: evaluations find it, and refuse another
-                meta[rr.RUN_WORLD] = {"dir": str(Path(data_dir).resolve()), "fingerprint": world_fingerprint(data_dir)}
+                kind = (rec.resolved.get("env") or {}).get("kind", DEFAULT_KIND)
+                meta[rr.RUN_WORLD] = {"dir": str(Path(data_dir).resolve()), "kind": kind,
+                                      "fingerprint": world_class(kind).fingerprint(data_dir)}
             atomic_write_json(run_dir / rr.RUN_FILE, meta)
 
     runner = _runner(rec.kind)

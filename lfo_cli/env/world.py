@@ -9,22 +9,16 @@ come from :func:`sub_rng` keyed by strings (sha256, never Python's salted ``hash
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lfo_cli.errors import LfoError
+from lfo_cli.worlds.tasks import sub_seed
 
 SPLITS: tuple[str, ...] = ("train", "val", "transfer")
 DIFFICULTIES: tuple[int, ...] = (1, 2, 3, 4, 5)
-
-
-def sub_seed(*keys: Any) -> int:
-    """A 64-bit seed derived from ``keys`` with sha256 (stable across processes and platforms)."""
-    text = "\x1f".join(str(k) for k in keys)
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
 def sub_rng(*keys: Any) -> random.Random:

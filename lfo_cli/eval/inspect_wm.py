@@ -30,6 +30,7 @@ from lfo_cli.env import (
     strip_target_markers,
     world_model_example,
 )
+from lfo_cli.env.formatting import CSR_CLOSE
 from lfo_cli.train.wm_batches import build_batch
 from lfo_cli.train.wm_loss import masked_lm_loss
 from lfo_cli.train.wm_probe import generate_replies
@@ -128,7 +129,8 @@ def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int
 
 def _generate(model, tokenizer, prompts: list[str], max_length: int, max_new_tokens: int) -> list[str]:
     """Greedy continuation of each world-model input, cut at ``<|/csr|>`` (the trainer's probe does the same)."""
-    return generate_replies(model, tokenizer, prompts, max_length, max_new_tokens, batch_size=max(1, len(prompts)))
+    return generate_replies(model, tokenizer, prompts, max_length, max_new_tokens, batch_size=max(1, len(prompts)),
+                            stop=CSR_CLOSE)
 
 
 def probe_scores(model, tokenizer, world, companies: int = 50, seed: int = 0, max_length: int = 512,

@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli import run_record as rr
-from lfo_cli.env import load_world
-from lfo_cli.env.world_files import MANIFEST_FILE, world_fingerprint
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
 from lfo_cli.models.base_ref import resolve_ref
 from lfo_cli.models.registry import default_device, load_model
 from lfo_cli.recipes import read_run_recipe
+from lfo_cli.worlds import DEFAULT_KIND, World, world_class
 
 POLICY_DIR = "."
 
@@ -29,8 +28,8 @@ def run_recipe(run_dir: str | Path) -> dict[str, Any]:
     return read_run_recipe(run_dir)
 
 
-def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None):
-    """The world a run was trained on: ``data_dir`` if given, else the recipe's ``data.dir`` from here, else
+def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None) -> World:
+    """The world a run was trained on (of the recipe's ``env.kind``): ``data_dir`` if given, else the recipe's ``data.dir`` from here, else
     the absolute path recorded at training. A world whose manifest differs from the one recorded in the
     run's ``run.json`` is refused (it would evaluate the run on tasks it never saw, silently)."""
     run_dir = Path(run_dir)
@@ -38,22 +37,24 @@ def load_run_world(run_dir: str | Path, data_dir: str | Path | None = None):
     if (run_dir / rr.RUN_FILE).is_file():
         recorded = read_json(run_dir / rr.RUN_FILE).get(rr.RUN_WORLD) or {}
     want = recorded.get("fingerprint")
+    recipe = run_recipe(run_dir)
+    world = world_class((recipe.get("env") or {}).get("kind", DEFAULT_KIND))
     named = f"world {want}" if want else "a world not recorded in its run.json"
     if data_dir is None:
-        relative = Path(run_recipe(run_dir).get("data", {}).get("dir", "data"))
+        relative = Path(recipe.get("data", {}).get("dir", "data"))
         candidates = [relative] + ([Path(recorded["dir"])] if recorded.get("dir") else [])
-        data_dir = next((c for c in candidates if (c / MANIFEST_FILE).is_file()), None)
+        data_dir = next((c for c in candidates if world.fingerprint(c) is not None), None)
         if data_dir is None:
             raise LfoError(f"{run_dir} was trained on {named} (data.dir {relative}), which is not found from "
                            f"{Path.cwd()}; pass --data-dir DIR holding that world (`lfo gen-env` writes one)")
         where = f"{data_dir} (the run's data.dir)"
     else:
         where = f"--data-dir {data_dir}"
-    found = world_fingerprint(data_dir)
+    found = world.fingerprint(data_dir)
     if want and found is not None and found != want:
         raise LfoError(f"{where} holds world {found}, but {run_dir} was trained on world {want}; "
                        "pass --data-dir DIR holding the run's world")
-    return load_world(data_dir)
+    return world.load(data_dir)
 
 
 def base_model_of(run_dir: str | Path, which: str = "policy") -> str:

@@ -146,7 +146,7 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
                            "splits": {}, "base": {} if against_base else None,
                            "vs_base": {} if against_base else None}
     for split in splits:
-        tasks = [t for t in world.tasks[split] if not difficulties or t.difficulty in difficulties][: max_tasks or None]
+        tasks = [t for t in world.tasks(split) if not difficulties or t.difficulty in difficulties][: max_tasks or None]
         if not tasks:
             raise LfoError(f"no {split} tasks at difficulty {sorted(difficulties or ())}")
         repeated = [t for t in tasks for _ in range(samples)]

@@ -12,34 +12,16 @@ from collections import defaultdict
 from typing import Any
 
 from lfo_cli import run_record as rr
-from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, Episode
-from lfo_cli.env.trl_env import CustomerServiceEnv
-from lfo_cli.env.world import sub_seed
 from lfo_cli.models import prompts as P
 from lfo_cli.models.sampler import sample_turn_cached
 from lfo_cli.models.trajectories import FINAL_REPLY
+from lfo_cli.worlds import World, stratified_tasks, sub_seed
 
-
-def stratified_tasks(tasks: list, n: int) -> list:
-    """``n`` tasks taken round-robin over difficulties (in task-id order), so every level is measured."""
-    by: dict[int, list] = defaultdict(list)
-    for t in sorted(tasks, key=lambda t: t.task_id):
-        by[t.difficulty].append(t)
-    out, levels = [], sorted(by)
-    while len(out) < min(n, len(tasks)):
-        for d in levels:
-            if by[d] and len(out) < n:
-                out.append(by[d].pop(0))
-    return out
-
-
-# Episode info fields kept per evaluated episode (behaviour metrics of transfer-eval and validation).
-BEHAVIOUR_FIELDS = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted", "form_fields",
-                    "invalid_tool_calls", "first_call", "probe_calls", "form_holds_named")
+__all__ = ["episode_outcomes", "evaluate_agent", "stratified_tasks", "summarize_eval"]
 
 
 def evaluate_agent(
-    model, tokenizer, world, tasks: list, *, temperature: float = 1.0, max_turns: int = 16,
+    model, tokenizer, world: World, tasks: list, *, temperature: float = 1.0, max_turns: int = 16,
     max_new_tokens: int = 128, batch_size: int = 50, seed: int = 0, progress=None, generate_fn=None,
     sampler: str = "lfo",
 ) -> dict[str, Any]:
@@ -47,8 +29,9 @@ def evaluate_agent(
 
     ``generate_fn(prompt_ids, temperature, max_new_tokens, seed) -> list[list[int]]`` replaces
     ``model.generate`` (e.g. vLLM with a ``LoRARequest``, ``lfo_cli.eval.vllm_backend``); ``model``
-    may then be None. Episodes carry the environment's behaviour fields (auth before the first call,
-    department order, phone calls, forms, invalid calls).
+    may then be None. ``world`` is a :class:`lfo_cli.worlds.World`: its episodes are played, and each
+    episode record carries the world's ``episode_fields`` (e.g. the customer-service world's auth before
+    the first call, department order, calls, forms, invalid calls).
 
     Each assistant turn is sampled at ``temperature`` from the chat-templated conversation
     (:func:`~lfo_cli.models.sampler.sample_turn_cached`, which reads only what the conversation added since the
@@ -61,7 +44,7 @@ def evaluate_agent(
     import torch
     from trl.chat_template_utils import add_response_schema, parse_response
 
-    tools = P.tool_schemas(CustomerServiceEnv)
+    tools = P.tool_schemas(world.tools)
     tool_names = {t["function"]["name"] for t in tools}
     if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
         add_response_schema(tokenizer)
@@ -73,10 +56,11 @@ def evaluate_agent(
     episodes, turns, samples = [], [], []
     for start in range(0, len(tasks), batch_size):
         chunk = tasks[start:start + batch_size]
-        envs = [Episode(world, max_turns=max_turns) for _ in chunk]
+        envs = [world.episode(max_turns) for _ in chunk]
         convs = []
         for env, task in zip(envs, chunk, strict=True):
-            convs.append(P.build_messages(env.reset(task, sub_seed("warmstart-eval", seed, task.task_id) % 2**31)))
+            convs.append(P.build_messages(env.reset(task, sub_seed("warmstart-eval", seed, task.task_id) % 2**31),
+                                          world.system_prompt or P.SYSTEM_PROMPT))
         active = list(range(len(chunk)))
         ended_by = ["max_turns"] * len(chunk)
         prompt_kv: list = [None] * len(chunk)  # each episode's last prompt with its keys and values
@@ -137,7 +121,7 @@ def evaluate_agent(
             info = env.info()
             episodes.append({"task_id": task.task_id, "difficulty": task.difficulty, "success": bool(info["success"]),
                              "turns": info["turns"], "ended_by": how,
-                             **{k: info[k] for k in BEHAVIOUR_FIELDS if k in info}})
+                             **{k: info[k] for k in world.episode_fields if k in info}})
     return {"turns": turns, "episodes": episodes, "samples": samples}
 
 
@@ -147,7 +131,11 @@ def episode_outcomes(result: dict[str, Any]) -> list[list]:
     return [[e["task_id"], int(bool(e["success"]))] for e in result["episodes"]]
 
 
-def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) -> dict[str, Any]:
+def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None,
+                   categories: dict[str, tuple] | None = None) -> dict[str, Any]:
+    """``eval/...`` metrics of an :func:`evaluate_agent` result: valid-call and well-formed-turn rates, success
+    overall and by difficulty, the share of episodes by each value of the world's ``categories``
+    (``World.episode_categories``: ``eval/first_call/right_department``, ...), the teacher's success."""
     turns, eps = result["turns"], result["episodes"]
     call_turns = [t for t in turns if not t["final_reply"]]
     out: dict[str, Any] = {
@@ -164,9 +152,10 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None) ->
     for d, v in sorted(by.items()):
         out[f"{rr.EVAL_SUCCESS_AT}{d}"] = sum(v) / len(v)
         out[f"{rr.EVAL_EPISODES_AT}{d}"] = len(v)
-    if eps and any("first_call" in e for e in eps):  # share of episodes by where the first call went
-        for outcome in (*FIRST_CALL_OUTCOMES, None):
-            out[f"{rr.EVAL_FIRST_CALL_PREFIX}{outcome or 'none'}"] = sum(e.get("first_call") == outcome for e in eps) / len(eps)
+    for name, values in (categories or {}).items():  # e.g. the share of episodes by where the first call went
+        if eps and any(name in e for e in eps):
+            for value in values:
+                out[f"eval/{name}/{value or 'none'}"] = sum(e.get(name) == value for e in eps) / len(eps)
     lo = [e["success"] for e in eps if e["difficulty"] <= 2]
     hi = [e["success"] for e in eps if e["difficulty"] >= 3]
     out["eval/success_d1_2"] = sum(lo) / len(lo) if lo else None

@@ -30,6 +30,7 @@ from typing import Any
 
 from lfo_cli import run_record as rr
 from lfo_cli.console import use_lfo_progress
+from lfo_cli.env.plugin import CustomerServiceWorld
 from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.errors import LfoError
 from lfo_cli.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_jsonl, run_metadata
@@ -251,11 +252,11 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         t_eval = time.time()
         with ProgressLog("warm start evaluation", len(val), unit="episode") as plog:
             result = evaluate_agent(
-                trained, tokenizer, world, val, temperature=cfg.eval.temperature, max_turns=cfg.eval.max_turns,
+                trained, tokenizer, CustomerServiceWorld(world), val, temperature=cfg.eval.temperature, max_turns=cfg.eval.max_turns,
                 max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size, seed=cfg.seed,
                 progress=episode_progress(plog),
             )
-        summary.update(summarize_eval(result, teacher))
+        summary.update(summarize_eval(result, teacher, CustomerServiceWorld.episode_categories))
         summary[rr.EVAL_TEMPERATURE] = cfg.eval.temperature
         summary["eval/samples_per_task"] = cfg.eval.samples_per_task
         summary["eval/seconds"] = round(time.time() - t_eval, 1)

@@ -2,13 +2,16 @@
 
 TRL exposes every public method except ``reset`` and ``get_reward`` as a tool, so the class has one: ``act``,
 which takes the command text (TextWorld's parser reads free text; the admissible commands are a view, not a
-tool). ``reset(**row)`` reads the dataset row's ``game`` column (a game seed of the factory's set). Reward
-and success are separate: ``get_reward`` is the score over the game's maximum, ``won`` whether the game was
-won (a cooking game can score points and then be lost, e.g. by eating an inedible ingredient).
+tool). ``reset(**row)`` reads the dataset row's ``task_id`` (a task of the world, :mod:`.world`) or ``game``
+(a game seed of the factory's set). Reward and success are separate: ``get_reward`` is the score over the
+game's maximum, ``won`` whether the game was won (a cooking game can score points and then be lost, e.g. by
+eating an inedible ingredient). ``transitions`` logs every command with what the agent read before it and
+the reply: what a world model learns to predict.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +21,50 @@ from lfo_cli.textworld_env.rng import preserved_global_rng
 from lfo_cli.textworld_env.text import clean
 
 MAX_STEPS = 50
+ACT = "act"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One command: what the agent had read (``state``), what it typed, what the game answered."""
+
+    state: str
+    action: dict  # {"tool": "act", "args": {"command": ...}}
+    observation: str
+
+    def to_dict(self) -> dict:
+        return {"state": self.state, "action": self.action, "observation": self.observation}
 
 
 class TextWorldEnv:
     """A text game: read what happens, type what to do."""
 
-    def __init__(self, games: list[GameFile], *, max_steps: int = MAX_STEPS) -> None:
-        if not games:
+    def __init__(self, games: list[GameFile], *, max_steps: int = MAX_STEPS,
+                 tasks: dict[str, GameFile] | None = None) -> None:
+        if not games and not tasks:
             raise LfoError("textworld: the environment needs at least one game")
         self._games = {g.seed: g for g in games}
+        self._tasks = tasks or {}  # task id -> its game (a world's tasks; their seeds may repeat across splits)
         self._max_steps = max_steps
         self._env = None
         self._state = None
         self._path: Path | None = None
         self.steps = 0
         self.commands: list[str] = []
+        self.transitions: list[Transition] = []
+        self._last = ""
 
     # ---- TRL protocol ----
     def reset(self, **kwargs: Any) -> str:
-        seed = kwargs.get("game")
-        if seed not in self._games:
+        task_id, seed = kwargs.get("task_id"), kwargs.get("game")
+        if task_id is not None:
+            if task_id not in self._tasks:
+                raise LfoError(f"textworld: unknown task {task_id!r}")
+            path = self._tasks[task_id].path
+        elif seed in self._games:
+            path = self._games[seed].path
+        else:
             raise LfoError(f"textworld: the row's 'game' must be one of this set's seeds, got {seed!r}")
-        path = self._games[seed].path
         textworld = require_textworld()
         infos = textworld.EnvInfos(admissible_commands=True, policy_commands=True, objective=True, won=True,
                                    lost=True, score=True, max_score=True)
@@ -57,8 +82,9 @@ class TextWorldEnv:
                 self._state = self._env.reset()
             except Exception as exc:
                 raise LfoError(f"textworld: game {path} does not start: {type(exc).__name__}: {exc}") from None
-        self.steps, self.commands = 0, []
-        return clean(self._state.feedback)
+        self.steps, self.commands, self.transitions = 0, [], []
+        self._last = clean(self._state.feedback)
+        return self._last
 
     def get_reward(self) -> float:
         return self.score / self.max_score if self.max_score else 0.0
@@ -81,7 +107,10 @@ class TextWorldEnv:
             self._state, _, _ = self._env.step(str(command))
         self.steps += 1
         self.commands.append(str(command))
-        return clean(self._state.feedback)
+        reply = clean(self._state.feedback)
+        self.transitions.append(Transition(self._last, {"tool": ACT, "args": {"command": str(command)}}, reply))
+        self._last = reply
+        return reply
 
     # ---- read-only views (properties are not tools) ----
     @property
@@ -122,9 +151,9 @@ class TextWorldFactory:
     """Callable that builds :class:`TextWorldEnv` instances over one game set (TRL's ``environment_factory``)."""
 
     def __init__(self, games: list[GameFile], **opts: Any) -> None:
-        unknown = set(opts) - {"max_steps"}
+        unknown = set(opts) - {"max_steps", "tasks"}
         if unknown:
-            raise LfoError(f"TextWorldFactory: unknown option(s) {sorted(unknown)}; use max_steps")
+            raise LfoError(f"TextWorldFactory: unknown option(s) {sorted(unknown)}; use max_steps, tasks")
         self.games, self.opts = games, opts
         self.instances: list[TextWorldEnv] = []
 

@@ -20,6 +20,7 @@ from lfo_cli.progress import Cadence, ProgressLog, episode_progress, is_terminal
 from lfo_cli.train.adapters import POLICY, activate
 from lfo_cli.train.run_metrics import validation_metrics
 from lfo_cli.train.wm_probe import semantic_accuracy
+from lfo_cli.worlds import SemanticProbe, World
 
 
 class TasksSeen:
@@ -58,6 +59,9 @@ class RunLog(TrainerCallback):
             append_jsonl(self.path, row)
 
 
+EPISODE_RECORD_FIELDS = ("task_id", "difficulty", "success", "turns")  # + the world's episode_fields
+
+
 class Validation(TrainerCallback):
     """Validation success on the same tasks and sampling seeds every `every` steps, at step 0 and at the
     end. Step 0 is the warm start itself (LoRA B starts at zero), so every evaluation is a paired
@@ -67,15 +71,15 @@ class Validation(TrainerCallback):
     step 0, at the end and every ``heldout_every`` steps (0: only those two): `heldout/...` metrics and
     `validation/heldout_step_N.json`."""
 
-    def __init__(self, run_dir: Path, world, tasks: list, tokenizer, every: int, temperature: float,
+    def __init__(self, run_dir: Path, world: World, tasks: list, tokenizer, every: int, temperature: float,
                  seed: int, save_every: int, max_turns: int, tasks_seen=None, heldout: list | None = None,
-                 heldout_every: int = 0, wm_probe: list | None = None, wm_adapters: list[str] | None = None,
+                 heldout_every: int = 0, wm_probe: SemanticProbe | None = None, wm_adapters: list[str] | None = None,
                  sampler: str = "lfo"):
         self.run_dir, self.world, self.tasks, self.tokenizer = Path(run_dir), world, tasks, tokenizer
         self.every, self.temperature, self.seed = every, temperature, seed
         self.tasks_seen, self.save_every, self.max_turns = tasks_seen, save_every, max_turns
         self.heldout, self.heldout_every = heldout or [], heldout_every
-        self.wm_probe, self.wm_adapters = wm_probe or [], wm_adapters
+        self.wm_probe, self.wm_adapters = wm_probe, wm_adapters
         self.sampler = sampler  # the run's trainer.sampler: validation samples as the rollouts do
         self.last: dict[str, float] = {}
         self.last_step = -1
@@ -98,13 +102,13 @@ class Validation(TrainerCallback):
         row = validation_metrics(result, world=self.world)
         atomic_write_json(self.run_dir / rr.VALIDATION_DIR / rr.validation_file(step),
                           {rr.STEP: step, rr.VALIDATION_OUTCOMES: episode_outcomes(result),
-                           rr.VALIDATION_EPISODES: _episode_records(result)})
+                           rr.VALIDATION_EPISODES: self._records(result)})
         if self.heldout and (step == 0 or final or (self.heldout_every and step % self.heldout_every == 0)):
             held = self._play(model, self.heldout, f"held-out validation @ step {step}")
             row.update(validation_metrics(held, prefix=rr.HELDOUT, world=self.world))
             atomic_write_json(self.run_dir / rr.VALIDATION_DIR / rr.validation_file(step, rr.HELDOUT),
                               {rr.STEP: step, rr.VALIDATION_OUTCOMES: episode_outcomes(held),
-                               rr.VALIDATION_EPISODES: _episode_records(held)})
+                               rr.VALIDATION_EPISODES: self._records(held)})
         if self.wm_probe and self.wm_adapters:
             row[rr.VAL_WM_SEMANTIC_ACC] = semantic_accuracy(model, self.tokenizer, self.wm_probe, self.wm_adapters)
         if was_training:
@@ -121,6 +125,12 @@ class Validation(TrainerCallback):
             atomic_write_jsonl(self.run_dir / rr.TRAJECTORIES_DIR / rr.trajectories_file(step), result["samples"])
         return row
 
+    def _records(self, result: dict[str, Any]) -> list[dict[str, Any]]:
+        """Per episode, what a validation file keeps: the outcome and the world's episode fields, enough to
+        recompute every `val/...` measure offline (lfo report) without the run's weights."""
+        keep = (*EPISODE_RECORD_FIELDS, *self.world.episode_fields)
+        return [{k: e[k] for k in keep if k in e} for e in result["episodes"]]
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.every and state.is_world_process_zero and state.global_step == 0:
             self.evaluate(model, 0, args=args, state=state, control=control)
@@ -136,12 +146,4 @@ class Validation(TrainerCallback):
             self.evaluate(model, state.global_step, final=True, args=args, state=state, control=control)
 
 
-# Per-episode fields a validation file keeps besides the outcome: enough to recompute every `val/...`
-# behaviour and form measure offline (lfo report) without the run's weights.
-EPISODE_RECORD_FIELDS = ("task_id", "difficulty", "success", "turns", "form_fields", "first_call", "phone_calls",
-                         "probe_calls", "form_holds_named")
-
-
-def _episode_records(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{k: e[k] for k in EPISODE_RECORD_FIELDS if k in e} for e in result["episodes"]]
 

@@ -31,7 +31,6 @@ from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active
 from lfo_cli.train.normalise import LEGACY, NORMALISERS, Normaliser, ObsTokens, TokenMean
 from lfo_cli.train.rollout_record import (
     EXAMPLES,
-    PREDICT_TOOLS,
     REPLY_MASK,
     TURNS,
     UNITS,
@@ -46,6 +45,7 @@ from lfo_cli.train.rollout_record import (
 )
 from lfo_cli.train.wm_batches import build_wm_batches
 from lfo_cli.train.wm_loss import can_share_prefix, world_model_sums
+from lfo_cli.worlds import DEFAULT_KIND, World, world_class
 
 OBJECTIVES: dict[str, type[WorldModelObjective]] = {}  # wm.coupling -> its objective, filled as classes are defined
 
@@ -70,10 +70,23 @@ class WorldModelObjective:
             OBJECTIVES[cls.name] = cls
 
     def __init__(self, wm, tokenizer, *, total: Callable[[float | torch.Tensor], torch.Tensor],
-                 device: torch.device | str = "cpu"):
-        self.wm, self.tokenizer, self.total, self.device = wm, tokenizer, total, device
+                 device: torch.device | str = "cpu", world: type[World] | None = None):
+        world = world_class(DEFAULT_KIND) if world is None else world  # whose rollouts: its tools, its example format
+        self.wm, self.tokenizer, self.world, self.total, self.device = wm, tokenizer, world, total, device
         self.normaliser = self.normaliser_class(wm.normalize)()
-        self.tools = PREDICT_TOOLS[wm.predict]
+        if wm.predict not in world.predict_tools:
+            raise ValueError(f"wm.predict={wm.predict} is not one of the {world.kind} world's: "
+                             f"{', '.join(world.predict_tools)}")
+        self.tools = world.predict_tools[wm.predict]  # the tools whose replies the world model predicts
+
+    # Tests replace how a rollout's environment becomes world-model examples: (env, tools) -> examples.
+    examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None
+
+    def examples(self, env) -> list[Example]:
+        """World-model examples (text, target span) of the predicted tools' calls in one rollout's environment."""
+        if self.examples_fn is not None:
+            return self.examples_fn(env, self.tools)
+        return examples_from_environment(env, self.tools, self.world.world_model_example)
 
     @classmethod
     def normaliser_class(cls, normalize: str) -> type[Normaliser]:
@@ -114,11 +127,9 @@ class _ExampleObjective(WorldModelObjective):
     # token mean would need the replies' token counts at rollout time.
     normalisers = (ObsTokens,)
     own_forward = True
-    examples_fn: Callable[[object, Sequence[str]], list[Example]] = staticmethod(examples_from_environment)
-
     def collect(self, output: dict, environments: Sequence) -> None:
         n = output["completion_ids"].size(0)
-        column = [self.examples_fn(env, self.tools) for env in environments] if environments else [[] for _ in range(n)]
+        column = [self.examples(env) for env in environments] if environments else [[] for _ in range(n)]
         if len(column) != n:
             raise RuntimeError(f"{len(column)} environments for {n} rollouts")
         prompts = [tuple(t for t, m in zip(ids, mask, strict=True) if m)

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lfo_cli.env.episode import check_shaping
 from lfo_cli.errors import LfoError
 from lfo_cli.recipes import coerce, register_kind
 from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.wm_settings import WorldModelSettings
+from lfo_cli.worlds import DEFAULT_KIND, world_class
 
 
 @dataclass
@@ -98,8 +98,13 @@ def _difficulty_weights(raw: dict, lo: int, hi: int) -> dict[int, float]:
 
 @dataclass
 class EnvSection:
-    """Training reward shaping (validation always counts successes only)."""
+    """The world, and its training reward options (validation always counts successes only)."""
 
+    kind: str = field(
+        default=DEFAULT_KIND,
+        metadata={"help": "The world (`lfo_cli.worlds`): customer_service, textworld (the `textworld` extra) or a "
+                  "plugin registered under the `lfo.worlds` entry points. `data.dir` holds its `lfo gen-env` output."},
+    )
     progress_shaping: float = field(
         default=0.0, metadata={"help": "A failed episode earns this x (completed steps / total steps); 0 = binary reward."})
     field_credit: float = field(
@@ -111,7 +116,15 @@ class EnvSection:
                                        "study's positive control. 0 = off."})
 
     def __post_init__(self):
-        check_shaping(LfoError, "env.", **dataclasses.asdict(self))
+        try:
+            world_class(self.kind).check_env_options(self.options())
+        except ValueError as exc:
+            raise LfoError(str(exc)) from None
+
+    def options(self) -> dict[str, float]:
+        """The reward options the recipe sets (those off their defaults): what the world's environments take."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "kind" and getattr(self, f.name) != f.default}
 
 
 @dataclass
@@ -201,6 +214,10 @@ class TrainConfig:
             self.trainer[key] = coerce(self.trainer[key], hints.get(key, Any), f"trainer.{key}")
         if self.seed < 0:
             raise LfoError(f"seed must be >= 0, got {self.seed}")
+        world = world_class(self.env.kind)
+        if self.wm.predict not in world.predict_tools:
+            raise LfoError(f"wm.predict={self.wm.predict} is not one of the {world.kind} world's: "
+                           f"{', '.join(world.predict_tools)}")
 
     def training_args(self, output_dir: str | Path, *, portable: bool = False) -> DualLoRAConfig:
         """The run's `DualLoRAConfig`: the trainer section, the wm section as is, the seed. TRL's and lfo's

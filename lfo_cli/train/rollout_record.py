@@ -17,31 +17,24 @@ they travel with their rows through TRL's split, and reads them back per micro-b
   as it does ``num_items_in_batch``.
 
 The examples come from each rollout's environment (``trainer.environments``, one per row, in row order),
-whose transition log holds the state, the action and the rep's reply of every call.
+whose transition log holds the state, the action and the reply of every call; the world formats them
+(:meth:`lfo_cli.worlds.World.world_model_example`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from lfo_cli import run_record as rr
-from lfo_cli.env.formatting import world_model_example
 
 EXAMPLES = "lfo_wm_examples"
 REPLY_MASK = "lfo_reply_mask"
 UNITS = "lfo_wm_units"
 TURNS = "lfo_turns"
 COLUMNS = (EXAMPLES, REPLY_MASK, UNITS, TURNS)
-
-# Which tool replies the world model predicts (``wm.predict``).
-PREDICT_TOOLS = {
-    "phone": ("make_phone_call",),
-    "phone_form": ("make_phone_call", "auth_info_form"),
-    "all": ("make_phone_call", "auth_info_form", "search_company"),
-}
 
 Example = tuple[str, tuple[int, int]]  # input + target text, the target's character span
 
@@ -89,10 +82,11 @@ def observation_of(transition) -> str:
     return transition["observation"] if isinstance(transition, Mapping) else transition.observation
 
 
-def examples_from_environment(env, tools: Sequence[str]) -> list[Example]:
-    """World-model examples (text, target span) for the transitions of one rollout's environment."""
+def examples_from_environment(env, tools: Sequence[str], example_of: Callable[[object], Example]) -> list[Example]:
+    """World-model examples (text, target span) for the calls to ``tools`` in one rollout's environment's
+    transition log; ``example_of`` is the world's (:meth:`lfo_cli.worlds.World.world_model_example`)."""
     transitions = getattr(env, "transitions", None) or []
-    return [world_model_example(t) for t in transitions if tool_of(t) in tools]
+    return [example_of(t) for t in transitions if tool_of(t) in tools]
 
 
 def gather_by_prompt(column: Sequence[list[Example]], keys: Sequence[object]) -> list[list[Example]]:

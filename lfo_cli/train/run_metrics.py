@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli import run_record as rr
-from lfo_cli.env.specificity import form_specificity
 from lfo_cli.io import iter_jsonl, read_json
 from lfo_cli.models.agent_eval import summarize_eval
 from lfo_cli.stats import paired_test
+from lfo_cli.worlds import World
 
 
 def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = rr.VAL) -> dict[str, float]:
@@ -62,9 +62,10 @@ def trends(run_dir: Path, window: int = 10) -> dict[str, float]:
     return out
 
 
-def validation_metrics(result: dict[str, Any], prefix: str = rr.VAL, world=None) -> dict[str, float]:
-    """`val/...` metrics from an evaluate_agent result (success overall and by difficulty, behaviour;
-    with ``world``, the form measures of :func:`lfo_cli.env.specificity.form_specificity`)."""
+def validation_metrics(result: dict[str, Any], prefix: str = rr.VAL, world: World | None = None) -> dict[str, float]:
+    """`val/...` metrics from an evaluate_agent result: success overall and by difficulty, turns, the
+    valid-call rate, and with ``world`` the world's own measures (:meth:`lfo_cli.worlds.World.episode_metrics`:
+    for the customer-service world, where the first call went, behaviour, probes and form measures)."""
     episodes, turns = result["episodes"], result["turns"]
     row: dict[str, float] = {}
     if episodes:
@@ -73,26 +74,9 @@ def validation_metrics(result: dict[str, Any], prefix: str = rr.VAL, world=None)
         for d in sorted({e["difficulty"] for e in episodes}):
             sub = [e for e in episodes if e["difficulty"] == d]
             row[rr.success_at(prefix, d)] = sum(e["success"] for e in sub) / len(sub)
-    summary = summarize_eval(result)  # the warm start's definitions, so both evaluations read alike
     if any(not t.get("final_reply") for t in turns):  # "Done." is not a call
-        row[rr.metric(prefix, rr.VALID_TOOL_CALL_RATE)] = summary[rr.EVAL_VALID_TOOL_CALL_RATE]
-    if rr.EVAL_FIRST_CALL_RIGHT in summary:  # the department decision, apart from copying
-        row[rr.metric(prefix, rr.FIRST_CALL_RIGHT)] = summary[rr.EVAL_FIRST_CALL_RIGHT]
-    for key, name in (("auth_before_first_call", rr.AUTH_BEFORE_CALL), ("department_order_correct", rr.ORDER_CORRECT),
-                      ("phone_calls", rr.CALLS_PER_TASK), ("forms_submitted", rr.FORMS),
-                      ("invalid_tool_calls", rr.INVALID_CALLS)):
-        values = [float(e[key]) for e in episodes if key in e]
-        if values:
-            row[rr.metric(prefix, name)] = sum(values) / len(values)
-    # Reading the rep (the reading study's mechanism): how often the policy probes (a call with no identity
-    # field, answered by naming what the department needs), and how often its form then holds every named field.
-    probes = [e["probe_calls"] > 0 for e in episodes if "probe_calls" in e]
-    if probes:
-        row[rr.metric(prefix, rr.PROBE_RATE)] = sum(probes) / len(probes)
-    held = [bool(e["form_holds_named"]) for e in episodes if e.get("form_holds_named") is not None]
-    if held:
-        row[rr.metric(prefix, rr.FORM_HOLDS_NAMED)] = sum(held) / len(held)
-    if world is not None and episodes and all("form_fields" in e for e in episodes):
-        row.update({rr.metric(prefix, k): v for k, v in form_specificity(world, episodes).items()})
+        # the warm start's definition (summarize_eval), so both evaluations read alike
+        row[rr.metric(prefix, rr.VALID_TOOL_CALL_RATE)] = summarize_eval(result)[rr.EVAL_VALID_TOOL_CALL_RATE]
+    if world is not None:
+        row.update({rr.metric(prefix, k): v for k, v in world.episode_metrics(episodes).items()})
     return row
-

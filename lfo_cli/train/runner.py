@@ -16,19 +16,15 @@ The names of these files and of the metrics are in :mod:`lfo_cli.run_record`.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
 from pathlib import Path
 
 from lfo_cli import run_record as rr
 from lfo_cli.console import use_lfo_progress
-from lfo_cli.env import load_world, make_env_factory
-from lfo_cli.env.tasks import select_companies
 from lfo_cli.io import atomic_dir, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
-from lfo_cli.models.agent_eval import stratified_tasks
 from lfo_cli.models.base_ref import portable_ref
-from lfo_cli.models.prompts import dataset_row
+from lfo_cli.models.prompts import SYSTEM_PROMPT, dataset_row
 from lfo_cli.models.registry import load_model
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, attach_dual_lora
 from lfo_cli.train.callbacks import RunLog, TasksSeen, Validation
@@ -38,9 +34,8 @@ from lfo_cli.train.model_card import model_card, write_model_card
 from lfo_cli.train.recipe_config import TrainConfig
 from lfo_cli.train.run_figures import write_run_figures
 from lfo_cli.train.run_metrics import trends, vs_start
-from lfo_cli.train.task_pools import heldout_pool, training_tasks, validation_pool
 from lfo_cli.train.trainer import DualLoRAGRPOTrainer
-from lfo_cli.train.wm_probe import exception_calls
+from lfo_cli.worlds import load_world
 
 
 def _truncate_metrics_after(run_dir: Path, step: int) -> None:
@@ -77,22 +72,23 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     set_seed(cfg.seed)
     torch.set_num_threads(max(torch.get_num_threads(), 1))
 
-    world = load_world(cfg.data.dir)
-    tasks = training_tasks(world, cfg.data, cfg.seed)
+    world = load_world(cfg.env.kind, cfg.data.dir)
+    pools = world.task_pools(cfg.data, cfg.eval, cfg.seed)
+    tasks = pools.train
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
     objective = cfg.wm.objective  # which adapters the run trains
     model = attach_dual_lora(model, cfg.lora, with_world_model=objective.has_adapter)
 
     # row_seed: each episode's reply RNG depends on its row and generation only, so a resumed run replays
     # exactly what the uninterrupted one would have (CustomerServiceEnv.reset).
-    dataset = Dataset.from_list([dataset_row(t.task_id, difficulty=t.difficulty, row_seed=i) for i, t in enumerate(tasks)])
-    companies = select_companies(world, cfg.data.companies)
-    val_tasks = [t for t in stratified_tasks(validation_pool(world, cfg.eval, companies), cfg.eval.num_tasks)
-                 for _ in range(cfg.eval.samples_per_task)]
-    heldout_tasks = [t for t in heldout_pool(world, cfg.eval) for _ in range(cfg.eval.samples_per_task)]
-    # The world model's semantic accuracy on the prior's auth-failed calls to exception departments
-    # (val/wm_semantic_acc), for runs that train one.
-    wm_probe = exception_calls(world, list({t.task_id: t for t in val_tasks}.values()), seed=cfg.seed) if cfg.wm.coef > 0 else []
+    system = world.system_prompt or SYSTEM_PROMPT
+    dataset = Dataset.from_list([dataset_row(t.task_id, system, difficulty=t.difficulty, row_seed=i)
+                                 for i, t in enumerate(tasks)])
+    val_tasks = [t for t in pools.validation for _ in range(cfg.eval.samples_per_task)]
+    heldout_tasks = [t for t in pools.heldout for _ in range(cfg.eval.samples_per_task)]
+    # The world model's semantic accuracy (val/wm_semantic_acc) on the world's probe, for runs that train one
+    # (the customer-service world's: the prior's auth-failed calls to exception departments).
+    wm_probe = world.semantic_probe(pools.validation, seed=cfg.seed) if cfg.wm.coef > 0 else None
     callbacks = [
         RunLog(out_dir),
         Validation(out_dir, world, val_tasks, tokenizer, cfg.eval.every, cfg.eval.temperature, cfg.seed,
@@ -101,9 +97,9 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
                    wm_probe=wm_probe, wm_adapters=list(objective.predict_adapters), sampler=args.sampler),
     ]
     trainer = DualLoRAGRPOTrainer(
-        model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-        environment_factory=make_env_factory(world, seed=cfg.seed, max_turns=args.max_tool_calling_iterations,
-                                             **dataclasses.asdict(cfg.env)),
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer, world=world,
+        environment_factory=world.env_factory(seed=cfg.seed, max_turns=args.max_tool_calling_iterations,
+                                              options=cfg.env.options()),
         callbacks=callbacks,
     )
     use_lfo_progress(trainer, "GRPO")  # the bar or plain log lines with step/total and ETA; compact metric lines

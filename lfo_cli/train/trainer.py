@@ -7,7 +7,8 @@ Read the algorithm here: :meth:`DualLoRAGRPOTrainer.compute_loss` is GRPO's loss
 TRL and transformers methods overridden. The private ones (marked) are internals that an upgrade can rename
 or change; ``tests/train`` exercises each against the pinned TRL 1.16:
 
-* ``__init__`` — builds the objective, adds the surprise bonus as a reward function
+* ``__init__`` — builds the objective for the run's world (``world=``, a :class:`lfo_cli.worlds.World`;
+  default the customer-service world), adds the surprise bonus as a reward function
   (``wm.intrinsic=surprise``), checks the adapters and registers the optimizer-step callback.
 * ``_generate_single_turn`` (private) — with ``trainer.sampler: lfo`` (the default) and plain sampling on
   one process (no vLLM, top-k/top-p/min-p or repetition penalty, no DeepSpeed/FSDP, text only), one
@@ -64,6 +65,7 @@ from lfo_cli.train.length_groups import forward_in_length_groups
 from lfo_cli.train.objectives import WorldModelObjective
 from lfo_cli.train.rollout_record import EXAMPLES, REPLY_MASK, UNITS, Example, RolloutRecord, StepWMMetrics
 from lfo_cli.train.wm_loss import world_model_forward
+from lfo_cli.worlds import World
 
 # The rollout record's columns (lfo_cli.train.rollout_record), under the names the tests and callers know.
 WM_COLUMN, WM_TOTAL = EXAMPLES, UNITS
@@ -74,7 +76,8 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose model is a PeftModel with `policy` (and, for objectives that have one,
     `world_model`) adapters; the world-model term is the run's :class:`WorldModelObjective`'s."""
 
-    def __init__(self, *args, wm_examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None, **kwargs):
+    def __init__(self, *args, world: type[World] | None = None,
+                 wm_examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None, **kwargs):
         cfg = kwargs.get("args")
         if cfg is not None and cfg.wm.intrinsic == "surprise":
             funcs = kwargs.get("reward_funcs") or []
@@ -84,8 +87,10 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         self._policy_forward_sink: Callable | None = None  # set only inside compute_loss's policy forward
         self._rollout_kv: list[PromptKV] = []  # each rollout's last prompt's keys and values, within one generation
         super().__init__(*args, **kwargs)
+        # The world whose rollouts these are: its tools' replies and their world-model format (the class is enough).
+        world = world if world is None or isinstance(world, type) else type(world)
         self.objective: WorldModelObjective = self.args.wm.objective(
-            self.args.wm, self.processing_class, total=self._total, device=self.accelerator.device)
+            self.args.wm, self.processing_class, world=world, total=self._total, device=self.accelerator.device)
         if wm_examples_fn is not None:
             self.objective.examples_fn = wm_examples_fn
         self._wm_enabled = self.args.wm.coef > 0
@@ -168,7 +173,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         """wm.intrinsic_coef x the world model's mean per-token loss on the rollout's predicted replies."""
         if not environments:
             return [None] * len(kwargs.get("prompts", []))
-        per_env = [self.objective.examples_fn(env, self.objective.tools) for env in environments]
+        per_env = [self.objective.examples(env) for env in environments]
         flat = [ex for exs in per_env for ex in exs]
         losses = [0.0] * len(flat)
         was_training = self.model.training

@@ -59,10 +59,11 @@ class WorldModelSettings:
         default=0.5,
         metadata={"help": "lambda, the world-model loss weight. 0 gives plain DAPO, bit-for-bit TRL's loss."},
     )
-    predict: Literal["phone", "phone_form", "all"] = field(
+    predict: str = field(
         default="phone",
-        metadata={"help": "Which tool replies the world model predicts: make_phone_call only (the design), "
-                  "phone calls and auth_info_form, or every tool."},
+        metadata={"help": "Which tool replies the world model predicts, by the world's names (`World.predict_tools`). "
+                  "customer_service: phone (make_phone_call only, the design), phone_form (and auth_info_form) "
+                  "or all (every tool)."},
     )
     coupling: Literal[COUPLINGS] = field(  # the objectives' registry (lfo_cli.train.objectives)
         default="separate",

@@ -377,12 +377,13 @@ def test_probing_is_counted_and_the_form_checked_against_the_fields_the_rep_name
     assert all(i["probe_calls"] == 0 and i["form_holds_named"] is None for i in by_policy["prior"])
 
 
-def test_validation_reports_the_probe_rate_and_forms_that_hold_the_named_fields():
+def test_validation_reports_the_probe_rate_and_forms_that_hold_the_named_fields(world):
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.train.run_metrics import validation_metrics
 
     episodes = [{"success": s, "turns": 4, "difficulty": 2, "probe_calls": p, "form_holds_named": h}
                 for s, p, h in ((True, 1, True), (False, 2, False), (False, 0, None), (True, 0, None))]
-    row = validation_metrics({"episodes": episodes, "turns": []})
+    row = validation_metrics({"episodes": episodes, "turns": []}, world=CustomerServiceWorld(world))
     assert row["val/probe_rate"] == 0.5 and row["val/form_holds_named"] == 0.5
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from lfo_cli.cli import app
 from lfo_cli.env.noise import NoiseConfig
+from lfo_cli.env.plugin import CustomerServiceWorld
 from lfo_cli.errors import LfoError
 from lfo_cli.models import cache
 from lfo_cli.models.agent_eval import stratified_tasks, summarize_eval
@@ -280,7 +281,8 @@ def test_summary_metrics_are_computed_from_turns_and_episodes():
                      {"difficulty": 2, "success": False, "first_call": "other_department"},
                      {"difficulty": 4, "success": False, "first_call": None}],
     }
-    s = summarize_eval(result, teacher=[{"difficulty": 1, "reward": 1.0}, {"difficulty": 1, "reward": 0.0}])
+    s = summarize_eval(result, teacher=[{"difficulty": 1, "reward": 1.0}, {"difficulty": 1, "reward": 0.0}],
+                       categories=CustomerServiceWorld.episode_categories)
     assert s["eval/valid_tool_call_rate"] == pytest.approx(0.9) and s["eval/call_turns"] == 10
     assert s["eval/wellformed_turn_rate"] == pytest.approx(10 / 11)
     assert s["eval/success_d1_2"] == pytest.approx(0.5) and s["eval/success_d3_5"] == 0.0
@@ -336,11 +338,11 @@ def test_tiny_sft_smoke_trains_saves_and_evaluates(tmp_path, tiny_model_dir, sma
 
 def test_evaluate_agent_with_an_external_generator(tiny_tokenizer, small_world_dir):
     """The generate_fn hook (used by the vLLM backend): no local model, calls parsed like GRPO."""
-    from lfo_cli.env import load_world
-    from lfo_cli.models.agent_eval import BEHAVIOUR_FIELDS, evaluate_agent
+    from lfo_cli.env.plugin import CustomerServiceWorld
+    from lfo_cli.models.agent_eval import evaluate_agent
 
-    world = load_world(small_world_dir)
-    tasks = world.tasks["val"][:3]
+    world = CustomerServiceWorld.load(small_world_dir)
+    tasks = world.tasks("val")[:3]
     call = '<tool_call>\n{"name": "search_company", "arguments": {"company_name": "%s"}}\n</tool_call>'
     seen = []
 
@@ -354,7 +356,7 @@ def test_evaluate_agent_with_an_external_generator(tiny_tokenizer, small_world_d
     assert seen == [3, 3]  # one batched call per turn, all three episodes in it
     assert all(t["valid_tool_call"] for t in result["turns"][:3])
     assert [e["ended_by"] for e in result["episodes"]] == ["final_reply"] * 3
-    assert all(set(BEHAVIOUR_FIELDS) <= set(e) for e in result["episodes"])
+    assert all(set(world.episode_fields) <= set(e) for e in result["episodes"])
 
 
 def test_dry_run_says_whether_the_warm_start_is_built_and_what_it_took(tmp_path, monkeypatch):

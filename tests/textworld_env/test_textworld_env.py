@@ -81,6 +81,10 @@ def test_the_agent_reads_no_banner_and_one_tool_is_exposed(games):
 def test_clean_strips_the_status_line_and_blank_runs():
     assert clean("\n\n  ___|$$\\\n-= Kitchen =-   0/3\nYou see a fridge.\n\n\n\nA table.\n") == \
         "-= Kitchen =-\nYou see a fridge.\n\nA table."
+    # the prompt and the status bar the interpreter prints after every reply
+    assert clean("\nThat's not a verb I recognise.\n\n>" + " " * 100 + "-= Livingroom =-0/2") == \
+        "That's not a verb I recognise."
+    assert clean("You see a fridge.\n\n>") == "You see a fridge."
 
 
 def test_bad_input_is_one_clear_error(games, tmp_path, monkeypatch):

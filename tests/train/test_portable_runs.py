@@ -171,7 +171,8 @@ def test_evaluations_find_the_runs_world_or_refuse_another(trained, tmp_path):
 
     root, _, _ = trained
     recorded = json.loads((root / "moved" / "run.json").read_text())["world"]
-    assert recorded == {"dir": str((root / "data").resolve()), "fingerprint": world_fingerprint(root / "data")}
+    assert recorded == {"dir": str((root / "data").resolve()), "kind": "customer_service",
+                        "fingerprint": world_fingerprint(root / "data")}
     other = tmp_path / "other_world"
     write_world(generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=6),
                 other)

@@ -246,8 +246,8 @@ def test_distributed_launch_does_not_build_a_missing_warm_start(setup, tmp_path)
 @pytest.mark.parametrize("seed", [0, 4])
 def test_fresh_training_tasks_replace_the_train_split(seed):
     from lfo_cli.env import generate_world
+    from lfo_cli.env.task_pools import training_tasks
     from lfo_cli.train.recipe_config import DataSection
-    from lfo_cli.train.task_pools import training_tasks
 
     world = generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5)
     assert training_tasks(world, DataSection(), seed) == world.tasks["train"]
@@ -260,6 +260,8 @@ def test_fresh_training_tasks_replace_the_train_split(seed):
 
 
 def test_validation_metrics_are_means_over_episodes():
+    from lfo_cli.env import generate_world
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.train.run_metrics import validation_metrics
 
     episodes = [{"difficulty": 1, "success": True, "turns": 4, "phone_calls": 1, "first_call": "right_department"},
@@ -267,7 +269,7 @@ def test_validation_metrics_are_means_over_episodes():
                 {"difficulty": 2, "success": False, "turns": 2, "phone_calls": 0, "first_call": None},
                 {"difficulty": 2, "success": False, "turns": 5, "phone_calls": 2, "first_call": "right_department"}]
     turns = [{"valid_tool_call": True, "final_reply": False}] * 3 + [{"valid_tool_call": False, "final_reply": False}]
-    row = validation_metrics({"episodes": episodes, "turns": turns})
+    row = validation_metrics({"episodes": episodes, "turns": turns}, world=CustomerServiceWorld(generate_world(12, 40, 8, 0.25, 5)))
     assert row["val/success"] == 0.25 and row["val/success/d1"] == 0.5 and row["val/success/d2"] == 0.0
     assert row["val/turns"] == 3.5 and row["val/calls_per_task"] == 1.0
     assert row["val/first_call_right"] == 0.5 and row["val/valid_tool_call_rate"] == 0.75
@@ -355,9 +357,9 @@ def test_validation_pool_fresh_tasks_are_the_worlds_not_the_runs():
     """eval.fresh_tasks: new tasks on training companies, the same for every run of a world, apart from the
     val split and the RL/SFT draws; eval.difficulties filters them; 0 keeps the val split."""
     from lfo_cli.env import generate_world
+    from lfo_cli.env.task_pools import validation_pool
     from lfo_cli.errors import LfoError
     from lfo_cli.train.recipe_config import EvalSection
-    from lfo_cli.train.task_pools import validation_pool
 
     def world(seed=3):
         return generate_world(num_companies=14, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.3, seed=seed)
@@ -382,10 +384,10 @@ def test_validation_pool_fresh_tasks_are_the_worlds_not_the_runs():
 
 def test_company_subset_restricts_training_and_validation_but_not_the_heldout_control():
     from lfo_cli.env import generate_world
+    from lfo_cli.env.task_pools import heldout_pool, training_tasks, validation_pool
     from lfo_cli.env.tasks import select_companies
     from lfo_cli.errors import LfoError
     from lfo_cli.train.recipe_config import DataSection, EvalSection
-    from lfo_cli.train.task_pools import heldout_pool, training_tasks, validation_pool
 
     world = generate_world(num_companies=14, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.3, seed=3)
     data = DataSection(fresh_tasks=100, companies=2, max_difficulty=2)
@@ -408,9 +410,9 @@ def test_company_subset_restricts_training_and_validation_but_not_the_heldout_co
 
 def test_world_model_probe_calls_are_the_priors_auth_failures_at_exception_departments():
     from lfo_cli.env import generate_world, parse_reply
+    from lfo_cli.env.plugin import exception_calls
     from lfo_cli.env.specificity import exception_fields
     from lfo_cli.train.objectives import objective_class
-    from lfo_cli.train.wm_probe import exception_calls
 
     world = generate_world(num_companies=14, num_train_tasks=60, num_val_tasks=30, heldout_fraction=0.3, seed=3)
     tasks = world.tasks["val"]
@@ -481,8 +483,8 @@ def test_console_lines_are_compact():
 @pytest.mark.parametrize(("seed", "weights"), [(0, {1: 1, 2: 3}), (3, {1: 2, 2: 1}), (1, {"1": 0, "2": 1.5})])
 def test_difficulty_weights_thin_the_pool_to_the_mix(seed, weights):
     from lfo_cli.env import generate_world
+    from lfo_cli.env.task_pools import training_tasks
     from lfo_cli.train.recipe_config import DataSection
-    from lfo_cli.train.task_pools import training_tasks
 
     data = DataSection(fresh_tasks=200, max_difficulty=2, difficulty_weights=weights)
     w = data.difficulty_weights

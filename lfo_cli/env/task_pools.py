@@ -1,4 +1,5 @@
-"""The task pools of a GRPO run: training tasks (curriculum, difficulty mix), validation and held-out tasks.
+"""A customer-service GRPO run's task pools: training tasks (curriculum, difficulty mix), validation and
+held-out tasks.
 
 Each pool comes from the world's splits or from freshly drawn tasks (registered in the world so the
 environment resolves their ids), seeded so that every run on a world sees the same validation tasks.
@@ -11,7 +12,7 @@ from collections import Counter
 from lfo_cli.env.tasks import fresh_heldout_tasks, fresh_training_tasks, select_companies
 from lfo_cli.env.world import DIFFICULTIES
 from lfo_cli.errors import LfoError
-from lfo_cli.models.agent_eval import stratified_tasks
+from lfo_cli.worlds.tasks import stratified_tasks
 
 
 def training_tasks(world, data, seed: int) -> list:

@@ -1,0 +1,148 @@
+"""The customer-service world as an lfo world (:class:`lfo_cli.worlds.World`): ``env.kind: customer_service``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lfo_cli import run_record as rr
+from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, SHAPING, Episode, check_shaping
+from lfo_cli.env.formatting import (
+    CSR_CLOSE,
+    format_world_model_input,
+    strip_target_markers,
+    world_model_example,
+)
+from lfo_cli.env.replies import parse_reply
+from lfo_cli.env.rollout import run_episode
+from lfo_cli.env.specificity import form_specificity
+from lfo_cli.env.task_pools import heldout_pool, training_tasks, validation_pool
+from lfo_cli.env.tasks import select_companies
+from lfo_cli.env.trl_env import CustomerServiceEnv, make_env_factory
+from lfo_cli.env.world import SPLITS, WorldData
+from lfo_cli.env.world_files import load_world, world_fingerprint
+from lfo_cli.worlds.base import Example, SemanticProbe, TaskPools, World
+from lfo_cli.worlds.tasks import stratified_tasks
+
+PHONE = "make_phone_call"
+
+# Per-episode behaviour (Episode.info) -> the validation metric that averages it.
+BEHAVIOUR_METRICS = (("auth_before_first_call", rr.AUTH_BEFORE_CALL), ("department_order_correct", rr.ORDER_CORRECT),
+                     ("phone_calls", rr.CALLS_PER_TASK), ("forms_submitted", rr.FORMS),
+                     ("invalid_tool_calls", rr.INVALID_CALLS))
+
+
+class CustomerServiceWorld(World):
+    """Companies, departments with hidden identity requirements, and a rep whose replies say what is missing."""
+
+    kind = "customer_service"
+    tools = CustomerServiceEnv
+    predict_tools = {
+        "phone": (PHONE,),
+        "phone_form": (PHONE, "auth_info_form"),
+        "all": (PHONE, "auth_info_form", "search_company"),
+    }
+    reply_stop = CSR_CLOSE
+    episode_categories = {"first_call": (*FIRST_CALL_OUTCOMES, None)}
+    # Enough per episode to recompute every behaviour and form measure offline (lfo report), without weights.
+    episode_fields = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted",
+                      "form_fields", "invalid_tool_calls", "first_call", "probe_calls", "form_holds_named")
+
+    def __init__(self, data: WorldData) -> None:
+        self.data = data
+
+    @classmethod
+    def load(cls, data_dir: str | Path) -> CustomerServiceWorld:
+        return cls(load_world(data_dir))
+
+    @property
+    def seed(self) -> int:
+        return self.data.seed
+
+    @classmethod
+    def fingerprint(cls, data_dir: str | Path) -> str | None:
+        return world_fingerprint(data_dir)
+
+    @classmethod
+    def world_model_example(cls, transition: Any) -> Example:
+        return world_model_example(transition)
+
+    @classmethod
+    def check_env_options(cls, options: Mapping[str, Any]) -> None:
+        unknown = sorted(set(options) - set(SHAPING))
+        if unknown:
+            raise ValueError(f"env.{unknown[0]}: not an option of the customer-service world ({', '.join(SHAPING)})")
+        check_shaping(ValueError, "env.", **options)
+
+    splits = SPLITS
+
+    def tasks(self, split: str) -> list:
+        return list(self.data.tasks[split])
+
+    def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:
+        companies = select_companies(self.data, data.companies)
+        return TaskPools(train=training_tasks(self.data, data, seed),
+                         validation=stratified_tasks(validation_pool(self.data, evaluation, companies),
+                                                     evaluation.num_tasks),
+                         heldout=heldout_pool(self.data, evaluation))
+
+    def env_factory(self, *, seed: int, max_turns: int, options: Mapping[str, Any]):
+        return make_env_factory(self.data, seed=seed, max_turns=max_turns, **options)
+
+    def episode(self, max_turns: int) -> Episode:
+        return Episode(self.data, max_turns=max_turns)
+
+    def semantic_probe(self, tasks: Sequence[Any], seed: int, limit: int = 32) -> SemanticProbe | None:
+        """The ``prior`` policy's first auth-failed phone call on each difficulty-2 task (at most ``limit``):
+        the rep answers with an auth_failure naming the company exception's field, exactly what the policy
+        has to learn. A prediction is right when it has the reply's category and names the same fields."""
+        calls = exception_calls(self.data, list(tasks), limit=limit, seed=seed)
+        if not calls:
+            return None
+        return SemanticProbe(inputs=[format_world_model_input(t.state, t.action) for t in calls],
+                             replies=[t.observation for t in calls], judge=same_meaning, stop=CSR_CLOSE)
+
+    def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """Where the first call went, behaviour (auth before the first call, department order, calls, forms,
+        invalid calls), reading the rep (probes, forms that hold what a probe's reply named) and the form
+        measures of :func:`lfo_cli.env.specificity.form_specificity`."""
+        out: dict[str, float] = {}
+        if not episodes:
+            return out
+        if any("first_call" in e for e in episodes):  # the department decision, apart from copying
+            out[rr.FIRST_CALL_RIGHT] = sum(e.get("first_call") == "right_department" for e in episodes) / len(episodes)
+        for key, name in BEHAVIOUR_METRICS:
+            values = [float(e[key]) for e in episodes if key in e]
+            if values:
+                out[name] = sum(values) / len(values)
+        # Reading the rep (the reading study's mechanism): how often the policy probes (a call with no identity
+        # field, answered by naming what the department needs), and how often its form then holds every named field.
+        probes = [e["probe_calls"] > 0 for e in episodes if "probe_calls" in e]
+        if probes:
+            out[rr.PROBE_RATE] = sum(probes) / len(probes)
+        held = [bool(e["form_holds_named"]) for e in episodes if e.get("form_holds_named") is not None]
+        if held:
+            out[rr.FORM_HOLDS_NAMED] = sum(held) / len(held)
+        if all("form_fields" in e for e in episodes):
+            out.update(form_specificity(self.data, episodes))
+        return out
+
+
+def exception_calls(world: WorldData, tasks: list, limit: int = 32, seed: int = 0) -> list:
+    """The ``prior`` policy's first auth-failed phone call on each difficulty-2 task (at most ``limit``)."""
+    out, episode = [], Episode(world)
+    for i, task in enumerate(t for t in tasks if t.difficulty == 2):
+        if len(out) >= limit:
+            break
+        run_episode(episode, "prior", task, rollout_seed=seed + i)
+        call = next((t for t in episode.transitions if t.action.get("tool") == PHONE and t.category == "auth_failure"), None)
+        if call is not None:
+            out.append(call)
+    return out
+
+
+def same_meaning(predicted: str, actual: str) -> bool:
+    """A predicted reply means the actual one: the same category, naming the same fields."""
+    guess, truth = parse_reply(strip_target_markers(predicted)), parse_reply(actual)
+    return guess.category == truth.category and guess.fields == truth.fields

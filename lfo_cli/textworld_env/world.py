@@ -1,0 +1,241 @@
+"""TextWorld as an lfo world (:class:`lfo_cli.worlds.World`): ``env.kind: textworld``.
+
+``lfo gen-env --world textworld --output-dir DIR`` writes ``DIR/textworld_world.json``: the game spec, the
+seeds of each split and the sha256 of each game's description. The games themselves live in the cache
+(``$LFO_HOME/textworld``, :mod:`.games`); loading the world makes any that are missing and refuses a game
+whose description differs from the one recorded.
+
+Splits: ``train`` (RL and the warm start), ``val`` (unseen seeds of the same spec: validation) and
+``heldout`` (unseen seeds and, for cooking, the ``valid`` split's other foods: the transfer test). A task is
+one game; every task has difficulty 1 (a game set has one spec).
+
+The world model predicts the game's answer to a command from the text the agent had just read::
+
+    <|obs|>You are in a kitchen. ...<|/obs|><|act|>open fridge<|/act|><|reply|>You open the fridge.<|/reply|>
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_write_json
+from lfo_cli.textworld_env.environment import ACT, MAX_STEPS, TextWorldEnv, TextWorldFactory
+from lfo_cli.textworld_env.episodes import gold_policy
+from lfo_cli.textworld_env.games import GameFile, GameSpec, generate_games
+from lfo_cli.worlds.base import Example, SemanticProbe, TaskPools, World
+
+WORLD_FILE = "textworld_world.json"
+SPLITS = ("train", "val", "heldout")
+SYSTEM_PROMPT = "You play a text adventure. Use the act tool, one command per turn, until you win."
+OBS_OPEN, OBS_CLOSE = "<|obs|>", "<|/obs|>"
+ACT_OPEN, ACT_CLOSE = "<|act|>", "<|/act|>"
+REPLY_OPEN, REPLY_CLOSE = "<|reply|>", "<|/reply|>"
+
+
+@dataclass(frozen=True)
+class GameTask:
+    task_id: str  # "<split>-<seed>"
+    split: str
+    seed: int
+    difficulty: int = 1
+
+
+def world_file(spec: GameSpec, seeds: Mapping[str, Sequence[int]], heldout_split: str, seed: int) -> dict:
+    """The world file's content before its games are made (``games`` is filled by :func:`write_world`)."""
+    return {"kind": "textworld", "seed": seed, "spec": asdict(spec), "heldout_split": heldout_split,
+            "seeds": {split: list(seeds[split]) for split in SPLITS}}
+
+
+def split_spec(spec: GameSpec, split: str, heldout_split: str) -> GameSpec:
+    """The spec a split's games are made with: held-out cooking games use other foods (``heldout_split``)."""
+    return replace(spec, split=heldout_split) if split == "heldout" and spec.kind == "cooking" else spec
+
+
+def write_world(out_dir: str | Path, spec: GameSpec, seeds: Mapping[str, Sequence[int]], *, heldout_split: str = "valid",
+                seed: int = 0, force: bool = False, on_game=None) -> Path:
+    """Make every split's games (cached) and write ``out_dir/textworld_world.json``; an existing different
+    file is kept unless ``force``."""
+    spec.check()
+    content = world_file(spec, seeds, heldout_split, seed)
+    games: dict[str, dict[str, str]] = {}
+    done = 0
+    for split in SPLITS:
+        step = (lambda n, base=done: on_game(base + n)) if on_game else None
+        made = generate_games(split_spec(spec, split, heldout_split).check(), content["seeds"][split], on_game=step)
+        games[split] = {str(g.seed): g.sha256 for g in made}
+        done += len(made)
+    content["games"] = games
+    path = Path(out_dir) / WORLD_FILE
+    if path.is_file() and not force and json.loads(path.read_text()) != content:
+        raise LfoError(f"{path} exists and holds another world; pass --force to replace it")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, content)
+    return path
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace(REPLY_OPEN, "").replace(REPLY_CLOSE, "")).strip().lower()
+
+
+def same_reply(predicted: str, actual: str) -> bool:
+    """The game's replies are templated: a prediction is right when it is the reply, up to case and spacing."""
+    return _norm(predicted) == _norm(actual)
+
+
+class TextWorldEpisode:
+    """Evaluation's episode runner: one game at a time, ``act`` the only tool."""
+
+    def __init__(self, games: dict[str, GameFile], max_turns: int) -> None:
+        self.env = TextWorldEnv([], max_steps=max_turns, tasks=games)
+        self.max_turns = max_turns
+        self.turns = self.invalid = 0
+
+    def reset(self, task: GameTask | str, rollout_seed: int = 0) -> str:
+        self.turns = self.invalid = 0
+        return self.env.reset(task_id=task if isinstance(task, str) else task.task_id)
+
+    def step(self, tool_name: Any, args: Any = None) -> str:
+        self.turns += 1
+        if tool_name != ACT or not isinstance(args, dict) or not isinstance(args.get("command"), str):
+            self.invalid += 1
+            return "The only tool is act(command)."
+        return self.env.act(args["command"])
+
+    @property
+    def transitions(self) -> list:
+        return self.env.transitions
+
+    @property
+    def success(self) -> bool:
+        return self.env.won
+
+    @property
+    def done(self) -> bool:
+        return self.env.done or self.turns >= self.max_turns
+
+    def info(self) -> dict:
+        return {"success": self.env.won, "turns": self.turns, "score_share": self.env.get_reward(),
+                "lost": self.env.lost, "steps": self.env.steps, "invalid_tool_calls": self.invalid}
+
+
+class TextWorldWorld(World):
+    """Microsoft's TextWorld games (the `textworld` extra): explore, read, type commands."""
+
+    kind = "textworld"
+    tools = TextWorldEnv
+    predict_tools = {"act": (ACT,), "all": (ACT,)}
+    reply_stop = REPLY_CLOSE
+    system_prompt = SYSTEM_PROMPT
+    splits = SPLITS
+    episode_fields = ("score_share", "lost", "steps", "invalid_tool_calls")
+
+    def __init__(self, content: dict, games: dict[str, GameFile]) -> None:
+        self.content, self.games = content, games  # games: task id -> its game
+
+    @classmethod
+    def load(cls, data_dir: str | Path) -> TextWorldWorld:
+        path = Path(data_dir) / WORLD_FILE
+        if not path.is_file():
+            raise LfoError(f"{data_dir}: no TextWorld world ({WORLD_FILE}); make one with "
+                           f"`lfo gen-env --world textworld --output-dir {data_dir}`")
+        try:
+            content = json.loads(path.read_text())
+            spec = GameSpec(**content["spec"]).check()
+            seeds = {split: [int(s) for s in content["seeds"][split]] for split in SPLITS}
+            recorded = content["games"]
+        except LfoError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a truncated or hand-edited file
+            raise LfoError(f"{path} is not a TextWorld world file ({type(exc).__name__}: {exc})") from None
+        games: dict[str, GameFile] = {}
+        for split in SPLITS:
+            for game in generate_games(split_spec(spec, split, content.get("heldout_split", "valid")), seeds[split]):
+                if recorded.get(split, {}).get(str(game.seed)) != game.sha256:
+                    raise LfoError(f"{path}: {split} game {game.seed} is not the game recorded (its description's "
+                                   f"sha256 differs): the world file and $LFO_HOME/textworld disagree")
+                games[f"{split}-{game.seed}"] = game
+        return cls(content, games)
+
+    @property
+    def seed(self) -> int:
+        return int(self.content.get("seed", 0))
+
+    @classmethod
+    def fingerprint(cls, data_dir: str | Path) -> str | None:
+        path = Path(data_dir) / WORLD_FILE
+        if not path.is_file():
+            return None
+        return hashlib.sha256(json.dumps(json.loads(path.read_text()), sort_keys=True).encode()).hexdigest()[:12]
+
+    @classmethod
+    def world_model_example(cls, transition: Any) -> Example:
+        if isinstance(transition, Mapping):
+            state, action, reply = transition["state"], transition["action"], transition["observation"]
+        else:
+            state, action, reply = transition.state, transition.action, transition.observation
+        command = (action.get("args") or {}).get("command", "")
+        prompt = f"{OBS_OPEN}{state}{OBS_CLOSE}{ACT_OPEN}{command}{ACT_CLOSE}"
+        text = prompt + f"{REPLY_OPEN}{reply}{REPLY_CLOSE}"
+        return text, (len(prompt), len(text))
+
+    @classmethod
+    def check_env_options(cls, options: Mapping[str, Any]) -> None:
+        if options:
+            raise ValueError(f"env.{sorted(options)[0]}: the textworld world has no reward options (its reward is "
+                             "the game's score over its maximum)")
+
+    def tasks(self, split: str) -> list:
+        if split not in SPLITS:
+            raise LfoError(f"textworld: no split {split!r}; use one of {', '.join(SPLITS)}")
+        return [GameTask(f"{split}-{s}", split, s) for s in self.content["seeds"][split]]
+
+    def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:
+        for name, value in (("data.fresh_tasks", data.fresh_tasks), ("data.companies", data.companies),
+                            ("eval.fresh_tasks", evaluation.fresh_tasks)):
+            if value:
+                raise LfoError(f"{name}: the textworld world trains and validates on its game splits "
+                               f"(`lfo gen-env --world textworld --games/--val-games`)")
+        train = self.tasks("train")[: data.max_tasks or None]
+        return TaskPools(train=train, validation=self.tasks("val")[: evaluation.num_tasks],
+                         heldout=self.tasks("heldout")[: evaluation.heldout_tasks])
+
+    def env_factory(self, *, seed: int, max_turns: int, options: Mapping[str, Any]) -> TextWorldFactory:
+        self.check_env_options(options)
+        return TextWorldFactory([], max_steps=max_turns, tasks=self.games)
+
+    def episode(self, max_turns: int = MAX_STEPS) -> TextWorldEpisode:
+        return TextWorldEpisode(self.games, max_turns)
+
+    def semantic_probe(self, tasks: Sequence[Any], seed: int, limit: int = 32) -> SemanticProbe | None:
+        """The gold policy's commands on the validation games (at most ``limit``), with the game's replies."""
+        calls: list = []
+        runner, gold = self.episode(), gold_policy()
+        for task in tasks:
+            if len(calls) >= limit:
+                break
+            observation = runner.reset(task)
+            while not runner.done and len(calls) < limit:
+                observation = runner.step(ACT, {"command": gold(runner.env, observation)})
+            calls += runner.transitions[: limit - len(calls)]
+        if not calls:
+            return None
+        examples = [self.world_model_example(t) for t in calls]
+        return SemanticProbe(inputs=[text[:a] for text, (a, _) in examples], replies=[t.observation for t in calls],
+                             judge=same_reply, stop=REPLY_CLOSE)
+
+    def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """Share of the score reached, games lost, steps taken, invalid tool calls (means over episodes)."""
+        out: dict[str, float] = {}
+        for key, name in (("score_share", "score_share"), ("lost", "lost"), ("steps", "steps"),
+                          ("invalid_tool_calls", "invalid_calls")):
+            values = [float(e[key]) for e in episodes if key in e]
+            if values:
+                out[name] = sum(values) / len(values)
+        return out

@@ -1,0 +1,150 @@
+"""What lfo needs from a world: the :class:`World` interface.
+
+A world is a plugin. Its class (a subclass of :class:`World`) says what holds for every instance of it:
+the TRL environment class whose public methods are the agent's tools, how one logged transition becomes a
+world-model example, which tools' replies ``wm.predict`` names. An instance is one generated world (the
+files ``lfo gen-env`` wrote, or a game set): its task splits, the TRL ``environment_factory``, episodes
+for evaluation, the world model's semantic probe and the world's own evaluation measures.
+
+``lfo_cli.train``, ``lfo_cli.models`` and ``lfo_cli.report`` talk to worlds only through this interface
+(an import-linter contract keeps each world's package out of them); :mod:`lfo_cli.worlds.registry`
+finds a world class by its ``kind`` (a recipe's ``env.kind``).
+
+Every world keeps, on each TRL environment instance and on each :meth:`World.episode`, a ``transitions``
+list: one entry per tool call, with ``action`` (a mapping with ``tool`` and ``args``), ``observation``
+(the reply the agent read) and whatever the world's :meth:`World.world_model_example` needs (its state).
+The world-model objectives read the replies from it.
+
+Standard library only: worlds must not import an ML library.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+Example = tuple[str, tuple[int, int]]  # a world-model example: input + target text, the target's character span
+
+
+class Task(Protocol):
+    """What lfo reads of a world's task: an id the environment resolves, and a difficulty level."""
+
+    task_id: str
+    difficulty: int
+
+
+class EpisodeRunner(Protocol):
+    """One task at a time, as an agent plays it: ``reset`` then ``step`` until ``done``."""
+
+    transitions: list
+    success: bool
+
+    def reset(self, task: Any, rollout_seed: int = 0) -> str: ...
+    def step(self, tool_name: Any, args: Any = None) -> str: ...
+    @property
+    def done(self) -> bool: ...
+    def info(self) -> dict: ...
+
+
+@dataclass(frozen=True)
+class TaskPools:
+    """A run's tasks: what RL trains on, what validation measures (the same every evaluation), and the
+    held-out tasks of the transfer test (empty when the recipe asks for none)."""
+
+    train: list
+    validation: list
+    heldout: list
+
+
+@dataclass(frozen=True)
+class SemanticProbe:
+    """A fixed set of world-model inputs with the replies the world gave, and the world's own judge of
+    whether a predicted reply means the same (`val/wm_semantic_acc`)."""
+
+    inputs: list[str]
+    replies: list[str]
+    judge: Callable[[str, str], bool]  # (predicted text, actual reply) -> same meaning
+    stop: str  # the target's closing marker: generation is cut after it
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+
+class World(abc.ABC):
+    """One world of one kind. Subclasses set the class attributes and implement the abstract methods."""
+
+    kind: ClassVar[str]  # the recipe's `env.kind`
+    tools: ClassVar[type]  # the TRL environment class: its public methods (besides reset, get_reward) are the tools
+    predict_tools: ClassVar[Mapping[str, tuple[str, ...]]]  # `wm.predict` value -> the tools whose replies it predicts
+    reply_stop: ClassVar[str]  # the marker after a world-model target: a generated reply is cut after it
+    # The agent's system prompt (None: lfo's default, a support agent's one sentence); it is part of every
+    # rollout, so keep it short.
+    system_prompt: ClassVar[str | None] = None
+    # Episode fields with a fixed set of values, counted per value in `eval/...` summaries (e.g. where the
+    # first call went); each is reported for every value, so two evaluations have the same keys.
+    episode_categories: ClassVar[Mapping[str, tuple[str | None, ...]]] = {}
+    # Episode fields a validation file keeps per episode, besides the task, difficulty and outcome.
+    episode_fields: ClassVar[tuple[str, ...]] = ()
+
+    # ---- the world's files ----
+    @classmethod
+    @abc.abstractmethod
+    def load(cls, data_dir: str | Path) -> World:
+        """The world ``lfo gen-env`` wrote to ``data_dir`` (an ``LfoError`` naming what is wrong otherwise)."""
+
+    @property
+    @abc.abstractmethod
+    def seed(self) -> int:
+        """The seed the world was generated with (validation and held-out draws depend on it alone)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def fingerprint(cls, data_dir: str | Path) -> str | None:
+        """A hash of the world's files in ``data_dir`` (None: no world there): a run records it, and
+        evaluations of the run refuse another world."""
+
+    # ---- per class: transitions and options ----
+    @classmethod
+    @abc.abstractmethod
+    def world_model_example(cls, transition: Any) -> Example:
+        """One logged transition (an object or its JSON form) as world-model input + target text."""
+
+    @classmethod
+    @abc.abstractmethod
+    def check_env_options(cls, options: Mapping[str, Any]) -> None:
+        """Reject reward options this world does not have, or bad values (``ValueError`` naming the key)."""
+
+    # ---- tasks ----
+    splits: ClassVar[tuple[str, ...]]  # the world's task splits (`lfo transfer-eval --split`)
+
+    @abc.abstractmethod
+    def tasks(self, split: str) -> list:
+        """The tasks of one of :attr:`splits`, in the world's order."""
+
+    @abc.abstractmethod
+    def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:
+        """The run's training, validation and held-out tasks from the recipe's ``data`` and ``eval``
+        sections (:class:`lfo_cli.train.recipe_config.DataSection`, ``EvalSection``), ``seed`` the run's."""
+
+    # ---- playing ----
+    @abc.abstractmethod
+    def env_factory(self, *, seed: int, max_turns: int, options: Mapping[str, Any]) -> Callable[[], Any]:
+        """TRL's ``environment_factory``: a callable that builds one environment per rollout slot, each
+        with a ``transitions`` list; ``options`` the recipe's ``env`` section less its ``kind``."""
+
+    @abc.abstractmethod
+    def episode(self, max_turns: int) -> EpisodeRunner:
+        """An episode runner for evaluation (success only: no reward shaping)."""
+
+    # ---- measuring ----
+    @abc.abstractmethod
+    def semantic_probe(self, tasks: Sequence[Any], seed: int) -> SemanticProbe | None:
+        """The world model's probe on the validation ``tasks`` (None: this world has none)."""
+
+    def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """The world's own measures over evaluated episodes (each an ``evaluate_agent`` episode record),
+        as metric names without a prefix; empty by default."""
+        return {}

@@ -1,0 +1,63 @@
+"""Worlds by kind: the built-in ones and any a package registers under the ``lfo.worlds`` entry-point group.
+
+A third-party world is a :class:`~lfo_cli.worlds.base.World` subclass that its package names in its
+``pyproject.toml``::
+
+    [project.entry-points."lfo.worlds"]
+    my_world = "my_package.world:MyWorld"
+
+and a recipe picks with ``env.kind: my_world``. The built-in worlds are named here by their import path
+alone, so nothing below the commands layer imports a world's package (import-linter checks it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from lfo_cli.errors import LfoError
+from lfo_cli.worlds.base import World
+
+DEFAULT_KIND = "customer_service"
+GROUP = "lfo.worlds"
+
+# kind -> (module:class, the pip extra it needs or None)
+BUILTIN: dict[str, tuple[str, str | None]] = {
+    "customer_service": ("lfo_cli.env.plugin:CustomerServiceWorld", None),
+    "textworld": ("lfo_cli.textworld_env.world:TextWorldWorld", "textworld"),
+}
+
+
+def kinds() -> list[str]:
+    """Every world kind lfo can load here: the built-in ones and the registered plugins."""
+    return sorted({*BUILTIN, *(ep.name for ep in entry_points(group=GROUP))})
+
+
+def world_class(kind: str) -> type[World]:
+    """The :class:`World` subclass for ``kind`` (one ``LfoError`` line for an unknown kind or a missing extra)."""
+    if kind in BUILTIN:
+        target, extra = BUILTIN[kind]
+        module, _, name = target.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError as exc:
+            if extra is None:
+                raise
+            raise LfoError(f"env.kind={kind} needs the {extra!r} extra ({exc.name} is not installed): "
+                           f"pip install -e '.[{extra}]'") from None
+    else:
+        found = [ep for ep in entry_points(group=GROUP) if ep.name == kind]
+        if not found:
+            raise LfoError(f"unknown world kind {kind!r} (env.kind); known: {', '.join(kinds())}")
+        try:
+            cls = found[0].load()
+        except Exception as exc:  # a broken plugin: say which
+            raise LfoError(f"world plugin {kind!r} ({found[0].value}) does not load: {type(exc).__name__}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, World)):
+        raise LfoError(f"world plugin {kind!r} is not a lfo_cli.worlds.World subclass: {cls!r}")
+    return cls
+
+
+def load_world(kind: str, data_dir) -> World:
+    """The world of ``kind`` that ``lfo gen-env`` wrote to ``data_dir``."""
+    return world_class(kind).load(data_dir)

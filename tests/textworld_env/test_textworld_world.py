@@ -1,0 +1,121 @@
+"""TextWorld as an lfo world: `lfo gen-env --world textworld` writes a world whose games are pinned by hash,
+the gold policy wins it through the World's episode runner, and `lfo train` runs on it (env.kind: textworld)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lfo_cli.cli import app
+from lfo_cli.errors import LfoError
+
+pytest.importorskip("textworld")
+sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+
+GEN = ["gen-env", "--world", "textworld", "--go", "1", "--games", "3", "--val-games", "2", "--heldout-games", "1",
+       "--seed", "7"]
+
+
+@pytest.fixture(scope="module")
+def world_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tw_world")
+    home = root / "home"
+    old = os.environ.get("LFO_HOME")
+    os.environ["LFO_HOME"] = str(home)
+    try:
+        result = CliRunner().invoke(app, [*GEN, "--output-dir", str(root / "data"), "--json"])
+    finally:
+        if old is None:
+            os.environ.pop("LFO_HOME")
+        else:
+            os.environ["LFO_HOME"] = old
+    assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.fixture
+def home(world_dir, monkeypatch):
+    monkeypatch.setenv("LFO_HOME", str(world_dir / "home"))
+    return world_dir
+
+
+def test_the_world_file_pins_every_split_and_a_rerun_writes_the_same(home):
+    from lfo_cli.textworld_env.world import WORLD_FILE
+
+    content = json.loads((home / "data" / WORLD_FILE).read_text())
+    assert content["seeds"] == {"train": [7, 8, 9], "val": [10, 11], "heldout": [12]}
+    assert content["spec"]["split"] == "train" and content["heldout_split"] == "valid"
+    again = CliRunner().invoke(app, [*GEN, "--output-dir", str(home / "again")])
+    assert again.exit_code == 0, again.output
+    assert (home / "again" / WORLD_FILE).read_text() == (home / "data" / WORLD_FILE).read_text()
+    other = CliRunner().invoke(app, [*GEN[:-1], "8", "--output-dir", str(home / "data")])  # another world, same dir
+    assert other.exit_code == 2 and "holds another world; pass --force" in other.output
+
+
+def test_gold_wins_every_game_through_the_worlds_episode_runner(home):
+    from lfo_cli.textworld_env.episodes import gold_policy
+    from lfo_cli.worlds import load_world
+
+    world = load_world("textworld", home / "data")
+    assert [t.task_id for t in world.tasks("heldout")] == ["heldout-12"]
+    runner, gold = world.episode(50), gold_policy()
+    for task in world.tasks("train") + world.tasks("val") + world.tasks("heldout"):
+        observation = runner.reset(task)
+        while not runner.done:
+            observation = runner.step("act", {"command": gold(runner.env, observation)})
+        assert runner.info()["success"] and runner.info()["score_share"] == 1.0
+        text, (a, b) = world.world_model_example(runner.transitions[0])
+        assert text[a:b] == f"<|reply|>{runner.transitions[0].observation}<|/reply|>"
+        assert not any(line.startswith(">") for t in runner.transitions for line in t.observation.splitlines())
+    assert runner.step("look", {}) and runner.info()["invalid_tool_calls"] == 1  # not the act tool
+    probe = world.semantic_probe(world.tasks("val"), seed=0)
+    assert probe and all(probe.judge(r, r) for r in probe.replies) and not probe.judge("You win.", probe.replies[0])
+
+
+def test_a_world_file_that_disagrees_with_its_games_is_one_error(home, tmp_path):
+    from lfo_cli.textworld_env.world import WORLD_FILE, TextWorldWorld
+
+    content = json.loads((home / "data" / WORLD_FILE).read_text())
+    content["games"]["val"]["10"] = "0" * 64
+    (tmp_path / WORLD_FILE).write_text(json.dumps(content))
+    with pytest.raises(LfoError, match="val game 10 is not the game recorded"):
+        TextWorldWorld.load(tmp_path)
+    (tmp_path / WORLD_FILE).write_text("{")
+    with pytest.raises(LfoError, match="is not a TextWorld world file"):
+        TextWorldWorld.load(tmp_path)
+    with pytest.raises(LfoError, match="no TextWorld world"):
+        TextWorldWorld.load(tmp_path / "nowhere")
+
+
+@pytest.mark.slow
+def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
+    from tiny import tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    tiny_model(tok).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    sets = {"env.kind": "textworld", "env.field_credit": "0", "wm.predict": "act", "wm.coef": "0.5",
+            "model.name": str(tmp_path / "model"), "model.warmstart": "null", "data.dir": str(home / "data"),
+            "lora.r": "4", "lora.alpha": "8", "eval.every": "2", "eval.num_tasks": "2", "eval.samples_per_task": "1",
+            "eval.fresh_tasks": "0",
+            "eval.heldout_tasks": "1", "trainer.max_steps": "2", "trainer.max_completion_length": "16",
+            "trainer.max_tool_calling_iterations": "3", "trainer.per_device_train_batch_size": "4",
+            "trainer.num_generations": "2", "trainer.logging_steps": "1", "trainer.save_steps": "2"}
+    cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(tmp_path / "run")]
+    cmd += [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    val = [r for r in rows if "val/success" in r]
+    assert [r["step"] for r in val] == [0, 2]
+    assert all({"val/score_share", "heldout/score_share", "val/steps", "val/wm_semantic_acc"} <= set(r) for r in val)
+    step0 = json.loads((tmp_path / "run" / "validation" / "step_0.json").read_text())
+    assert [e["task_id"] for e in step0["episodes"]] == ["val-10", "val-11"]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["world"]["kind"] == "textworld"

@@ -1,0 +1,148 @@
+"""Worlds as plugins: the registry, the customer-service world behind the interface, and a world written
+outside lfo (tests/worlds/toy_world.py) that trains through `lfo train` by its entry point alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "train"))
+
+from lfo_cli.env import generate_world  # noqa: E402
+from lfo_cli.env.plugin import CustomerServiceWorld  # noqa: E402
+from lfo_cli.errors import LfoError  # noqa: E402
+from lfo_cli.worlds import World, kinds, registry, world_class  # noqa: E402
+
+
+def test_the_customer_service_world_is_built_in():
+    assert "customer_service" in kinds()
+    cls = world_class("customer_service")
+    assert cls is CustomerServiceWorld and issubclass(cls, World) and cls.kind == "customer_service"
+
+
+def test_an_unknown_kind_names_the_known_ones():
+    with pytest.raises(LfoError, match="unknown world kind 'bogus'.*customer_service"):
+        world_class("bogus")
+
+
+def test_a_missing_extra_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(registry.BUILTIN, "needs_extra", ("lfo_no_such_package.world:W", "someextra"))
+    with pytest.raises(LfoError, match=r"pip install -e '\.\[someextra\]'"):
+        world_class("needs_extra")
+
+
+def _entry_points(*pairs):
+    eps = [EntryPoint(name, value, registry.GROUP) for name, value in pairs]
+    return lambda group=None: [ep for ep in eps if group in (None, ep.group)]
+
+
+def test_a_plugin_is_found_by_its_entry_point_and_must_be_a_world(monkeypatch):
+    monkeypatch.setattr(registry, "entry_points", _entry_points(("say", "toy_world:SayWorld"),
+                                                               ("broken", "toy_world:Task"),
+                                                               ("missing", "toy_world_nope:X")))
+    assert world_class("say").kind == "say" and "say" in kinds()
+    with pytest.raises(LfoError, match="not a lfo_cli.worlds.World subclass"):
+        world_class("broken")
+    with pytest.raises(LfoError, match="world plugin 'missing'.*does not load"):
+        world_class("missing")
+
+
+def test_env_options_are_checked_by_the_recipes_world():
+    from lfo_cli.recipes import build_config
+    from lfo_cli.train.recipe_config import EnvSection, TrainConfig
+
+    assert EnvSection().options() == {} and EnvSection(field_credit=0.2).options() == {"field_credit": 0.2}
+    with pytest.raises(LfoError, match="env.field_credit"):
+        EnvSection(field_credit=1.5)
+    with pytest.raises(LfoError, match="unknown world kind"):
+        EnvSection(kind="bogus")
+    with pytest.raises(LfoError, match="wm.predict=act is not one of the customer_service world's: phone, phone_form, all"):
+        build_config(TrainConfig, {"wm": {"predict": "act"}})
+
+
+def test_the_customer_service_world_gives_the_runs_tasks_and_probe():
+    from lfo_cli.train.recipe_config import DataSection, EvalSection
+
+    world = CustomerServiceWorld(generate_world(num_companies=14, num_train_tasks=60, num_val_tasks=30,
+                                                heldout_fraction=0.3, seed=3))
+    pools = world.task_pools(DataSection(fresh_tasks=40, companies=3),
+                             EvalSection(num_tasks=10, fresh_tasks=50, heldout_tasks=6), seed=1)
+    companies = {t.company_id for t in pools.train}
+    assert len(companies) == 3 and len(pools.validation) == 10 and len(pools.heldout) == 6
+    assert {t.company_id for t in pools.validation} <= companies
+    assert sorted({t.difficulty for t in pools.validation}) == [1, 2, 3, 4, 5]  # round-robin over difficulties
+    assert {t.company_id for t in pools.heldout} <= world.data.heldout_company_ids
+    probe = world.semantic_probe(world.tasks("val"), seed=0)
+    assert probe and len(probe.inputs) == len(probe.replies) and probe.stop == "<|/csr|>"
+    assert all(probe.judge(reply, reply) for reply in probe.replies)  # a reply means itself
+    assert not probe.judge("<|csr|>Thanks, you are verified.<|/csr|>", probe.replies[0])
+
+
+def test_the_objective_reads_the_worlds_tools_and_example_format():
+    import torch
+    from toy_world import SayWorld, Task
+
+    from lfo_cli.train.objectives import Separate
+    from lfo_cli.train.wm_settings import WorldModelSettings
+
+    game = SayWorld(["apple", "pear"]).episode(4)
+    game.reset(Task("say-apple", 1, "apple"))
+    game.step("say", {"word": "plum"})
+    game.step("shout", {"word": "plum"})  # not a predicted tool
+    objective = Separate(WorldModelSettings(predict="say"), tokenizer=None, total=torch.as_tensor, world=SayWorld)
+    [(text, (a, b))] = objective.examples(game)
+    assert text == "<said>plum</said><reply>Wrong: it starts with a.</reply>" and text[a:b] == "Wrong: it starts with a.</reply>"
+    with pytest.raises(ValueError, match="wm.predict=phone is not one of the say world's: say"):
+        Separate(WorldModelSettings(), tokenizer=None, total=torch.as_tensor, world=SayWorld)
+
+
+@pytest.mark.slow
+def test_a_world_registered_by_entry_point_trains_validates_and_probes(tmp_path):
+    """`lfo train` on the say world: its tasks, system prompt, episode fields, own metric and probe reach the
+    run's files, with nothing in lfo naming it (its package's entry point is all lfo sees)."""
+    from tiny import tiny_model, tiny_tokenizer
+
+    dist = tmp_path / "site" / "say_world-0.1.dist-info"  # what `pip install` of the plugin would leave
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: say-world\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[lfo.worlds]\nsay = toy_world:SayWorld\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "words.json").write_text(json.dumps(["apple", "pear", "plum", "fig", "kiwi", "lime"]))
+    tok = tiny_tokenizer()
+    tiny_model(tok).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    sets = {"env.kind": "say", "env.field_credit": "0", "wm.predict": "say", "wm.coef": "0.5", "model.name": str(tmp_path / "model"),
+            "model.warmstart": "null", "data.dir": str(tmp_path / "data"), "lora.r": "4", "lora.alpha": "8",
+            "eval.every": "2", "eval.num_tasks": "2", "eval.heldout_tasks": "2", "trainer.max_steps": "2",
+            "trainer.max_completion_length": "16", "trainer.per_device_train_batch_size": "4",
+            "trainer.num_generations": "2", "trainer.logging_steps": "1", "trainer.save_steps": "2"}
+    cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(tmp_path / "run")]
+    cmd += [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")]
+    path = os.pathsep.join([str(tmp_path / "site"), str(HERE), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    val = [r for r in rows if "val/success" in r]
+    assert [r["step"] for r in val] == [0, 2]
+    assert all("val/said_anything" in r and "heldout/said_anything" in r and "val/wm_semantic_acc" in r for r in val)
+    step0 = json.loads((run / "validation" / "step_0.json").read_text())
+    assert sorted({e["task_id"] for e in step0["episodes"]}) == ["say-kiwi", "say-lime"]  # the world's val tasks
+    assert all(set(e) == {"task_id", "difficulty", "success", "turns", "calls"} for e in step0["episodes"])
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["world"]["kind"] == "say" and meta["world"]["fingerprint"]
+    # The other world's options are refused by this one, in one line.
+    bad_cmd = [str(tmp_path / "bad") if arg == str(run) else arg for arg in cmd]
+    bad = subprocess.run(bad_cmd + ["--set", "env.field_credit=0.1", "--dry-run"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    last = bad.stderr.strip().splitlines()[-1]
+    assert bad.returncode == 2 and last.startswith("error:") and "env.field_credit: the say world has no" in last
