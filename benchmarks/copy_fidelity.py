@@ -114,6 +114,7 @@ def main() -> None:
     import torch
 
     from lfo_cli.env import load_world
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.env.trl_env import CustomerServiceEnv
     from lfo_cli.models import prompts
     from lfo_cli.models.registry import load_model
@@ -122,7 +123,7 @@ def main() -> None:
     torch.manual_seed(a.seed)
     world = load_world(a.data_dir)
     tools = prompts.tool_schemas(CustomerServiceEnv)
-    trajs = {s: collect_trajectories(world, list(world.tasks.get(s, []))[: a.tasks], policy="prior", seed=a.seed)
+    trajs = {s: collect_trajectories(CustomerServiceWorld(world), list(world.tasks.get(s, []))[: a.tasks], policy="prior", seed=a.seed)
              for s in a.splits}
     rows = []
     for path in a.models:

@@ -27,6 +27,7 @@ def worker(steps: int, batch_size: int, data_dir: str) -> dict:
     from trl import SFTConfig, SFTTrainer
 
     from lfo_cli.env.noise import NoiseConfig
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.env.trl_env import CustomerServiceEnv
     from lfo_cli.env.world_files import load_world
     from lfo_cli.models import prompts
@@ -40,7 +41,7 @@ def worker(steps: int, batch_size: int, data_dir: str) -> dict:
     torch.set_num_threads(int(os.environ.get("LFO_BENCH_THREADS", torch.get_num_threads())))
     world = load_world(data_dir)
     model, tok = load_model("micro")
-    trajs = collect_trajectories(world, world.tasks["train"][: steps * batch_size], policy="prior",
+    trajs = collect_trajectories(CustomerServiceWorld(world), world.tasks["train"][: steps * batch_size], policy="prior",
                                  noise=NoiseConfig(epsilon=0.1, field_dropout=0.1), seed=0)
     rows, _ = tokenize_trajectories(tok, trajs, prompts.tool_schemas(CustomerServiceEnv), 1024)
     stamps: list[float] = []

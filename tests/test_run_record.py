@@ -201,7 +201,7 @@ def written(tmp_path_factory) -> list[Written]:
     out.append(Written("the trainer on the probe policy's rollouts", {k for row in rows for k in row}))
 
     # Validation of episodes with forms, at exception departments: the probe policy's.
-    trajectories = collect_trajectories(world, world.tasks["val"], policy="probe", seed=0)
+    trajectories = collect_trajectories(CustomerServiceWorld(world), world.tasks["val"], policy="probe", seed=0)
     episodes = [{"task_id": t["task_id"], "difficulty": t["difficulty"], "success": bool(t["info"]["success"]),
                  "turns": t["info"]["turns"], **{k: t["info"][k] for k in CustomerServiceWorld.episode_fields if k in t["info"]}}
                 for t in trajectories]

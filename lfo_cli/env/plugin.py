@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lfo_cli import run_record as rr
+from lfo_cli.env import catalogue as cat
 from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, SHAPING, Episode, check_shaping
 from lfo_cli.env.formatting import (
     CSR_CLOSE,
@@ -14,14 +16,19 @@ from lfo_cli.env.formatting import (
     strip_target_markers,
     world_model_example,
 )
+from lfo_cli.env.generate import generate_world
+from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.env.replies import parse_reply
 from lfo_cli.env.rollout import run_episode
 from lfo_cli.env.specificity import form_specificity
 from lfo_cli.env.task_pools import heldout_pool, training_tasks, validation_pool
 from lfo_cli.env.tasks import select_companies
+from lfo_cli.env.teacher import sft_tasks, teacher_rollouts
 from lfo_cli.env.trl_env import CustomerServiceEnv, make_env_factory
 from lfo_cli.env.world import SPLITS, WorldData
-from lfo_cli.env.world_files import load_world, world_fingerprint
+from lfo_cli.env.world_files import GENERATOR_VERSION, MANIFEST_FILE, load_world, world_fingerprint
+from lfo_cli.errors import LfoError
+from lfo_cli.io import read_json
 from lfo_cli.worlds.base import Example, SemanticProbe, TaskPools, World
 from lfo_cli.worlds.tasks import stratified_tasks
 
@@ -52,8 +59,21 @@ class CustomerServiceWorld(World):
     def __init__(self, data: WorldData) -> None:
         self.data = data
 
+    # each identity field's JSON key with its value opener (`"zip_code": "`): one token in micro's vocabulary
+    tokenizer_tokens = tuple(json.dumps({f: ""})[1:-2] for f in (*cat.FIELDS, cat.REFERENCE_KEY))
+    corpus_version = GENERATOR_VERSION
+    teacher_policies = ("prior", "probe", "random")
+
+    @classmethod
+    def data_identity(cls, data_dir: str | Path) -> Any:
+        path = Path(data_dir) / MANIFEST_FILE
+        return read_json(path) if path.is_file() else None
+
     @classmethod
     def load(cls, data_dir: str | Path) -> CustomerServiceWorld:
+        if not (Path(data_dir) / MANIFEST_FILE).is_file():
+            raise LfoError(f"{data_dir}: no environment data; create it with `lfo gen-env --seed 0 --output-dir "
+                           f"{data_dir}` (or set data.dir)")
         return cls(load_world(data_dir))
 
     @property
@@ -127,6 +147,32 @@ class CustomerServiceWorld(World):
         if all("form_fields" in e for e in episodes):
             out.update(form_specificity(self.data, episodes))
         return out
+
+
+    # ---- the warm start and the micro tokenizer ----
+    def sft_tasks(self, data: Any, seed: int) -> tuple[CustomerServiceWorld, list]:
+        world, tasks = sft_tasks(data, seed, self.data)
+        return (self if world is self.data else CustomerServiceWorld(world)), tasks
+
+    def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
+                         rollouts_per_task: int = 1, probe_rate: float = 0.0, probe_noise: Any = None) -> list[dict]:
+        return teacher_rollouts(self.data, tasks, policy=policy, noise=noise, seed=seed,
+                                rollouts_per_task=rollouts_per_task, probe_rate=probe_rate, probe_noise=probe_noise)
+
+    @classmethod
+    def corpus(cls, spec: Any) -> Iterator[dict | str]:
+        """Full rollouts of the reference policies (the prior with noise, probe, random) on every split of
+        ``spec.corpus_world_seeds`` worlds, and the world-model example of every transition."""
+        for seed in spec.corpus_world_seeds:
+            world = generate_world(seed=seed, num_companies=spec.corpus_companies, num_train_tasks=spec.corpus_tasks,
+                                   num_val_tasks=spec.corpus_tasks // 4, heldout_fraction=0.25)
+            tasks = [t for split in ("train", "val", "transfer") for t in world.tasks.get(split, [])]
+            for policy, noise in (("prior", NoiseConfig(epsilon=0.2, field_dropout=0.1)), ("probe", None),
+                                  ("random", None)):
+                for rollout in teacher_rollouts(world, tasks, policy=policy, noise=noise, seed=seed):
+                    yield rollout
+                    for tr in rollout["transitions"]:
+                        yield world_model_example(tr)[0]
 
 
 def exception_calls(world: WorldData, tasks: list, limit: int = 32, seed: int = 0) -> list:

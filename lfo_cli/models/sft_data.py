@@ -1,4 +1,4 @@
-"""Supervised warm-start data: the world's tasks played by a noisy reference policy, tokenized for SFT.
+"""Supervised warm-start data: the world's tasks played by its teacher (a noisy reference policy), tokenized for SFT.
 
 The trajectories are rendered with the chat template, system prompt and tool schema that GRPO uses and
 tokenized with TRL's generation-tagged twin of the template (loss on assistant turns only; turns a
@@ -7,50 +7,23 @@ trajectory marks with weight 0, such as copy slips, stay in context without loss
 
 from __future__ import annotations
 
-import random
-from pathlib import Path
-
-from lfo_cli.env.generate import generate_world
-from lfo_cli.env.tasks import fresh_training_tasks
-from lfo_cli.env.world import sub_seed
-from lfo_cli.env.world_files import MANIFEST_FILE, load_world
 from lfo_cli.errors import LfoError
 from lfo_cli.models.reply_loss import REPLY_MASKS, reply_masks
 from lfo_cli.models.trajectories import collect_trajectories
 from lfo_cli.models.warmstart_config import WarmStartConfig
+from lfo_cli.worlds import World, load_world
 
 
-def load_world_for(cfg: WarmStartConfig):
-    if not (Path(cfg.data.dir) / MANIFEST_FILE).is_file():
-        raise LfoError(
-            f"{cfg.data.dir}: no environment data; create it with `lfo gen-env --seed 0 --output-dir {cfg.data.dir}` "
-            "(or set data.dir)"
-        )
-    return load_world(cfg.data.dir)
+def load_world_for(cfg: WarmStartConfig) -> World:
+    """The warm start's world (``env.kind``, files in ``data.dir``; one error line naming the fix)."""
+    return load_world(cfg.env.kind, cfg.data.dir)
 
 
-def sft_world(cfg: WarmStartConfig, world):
-    """The world the SFT tasks are played in: ``world``, or with ``data.fresh_companies`` one of that many
-    companies generated afresh (the generator's own catalogue and exception rate, nothing held out)."""
-    if not cfg.data.fresh_companies:
-        return world
-    return generate_world(num_companies=cfg.data.fresh_companies, num_train_tasks=0, num_val_tasks=0,
-                          heldout_fraction=0.0, seed=sub_seed("sft-companies", world.seed, cfg.seed),
-                          exception_rate=world.config.get("exception_rate", 0.3))
-
-
-def collect_sft_trajectories(cfg: WarmStartConfig, world) -> list[dict]:
-    world = sft_world(cfg, world)
-    if cfg.data.fresh_tasks:
-        tasks = fresh_training_tasks(world, cfg.data.fresh_tasks, seed=sub_seed("sft", world.seed, cfg.seed))
-    else:
-        tasks = list(world.tasks.get("train", []))
-    if cfg.data.max_tasks is not None:
-        tasks = random.Random(cfg.seed).sample(tasks, min(cfg.data.max_tasks, len(tasks)))
-    if not tasks:
-        raise LfoError(f"{cfg.data.dir}: the world has no train tasks")
+def collect_sft_trajectories(cfg: WarmStartConfig, world: World) -> list[dict]:
+    """The teacher's rollouts of the SFT tasks the recipe's data section names (:meth:`World.sft_tasks`)."""
+    played, tasks = world.sft_tasks(cfg.data, cfg.seed)
     return collect_trajectories(
-        world, tasks, policy=cfg.data.policy, noise=cfg.data.noise, seed=cfg.seed,
+        played, tasks, policy=cfg.data.policy, noise=cfg.data.noise, seed=cfg.seed,
         rollouts_per_task=cfg.data.rollouts_per_task, imitate_random=cfg.data.imitate_random,
         probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise,
     )

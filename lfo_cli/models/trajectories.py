@@ -1,6 +1,6 @@
 """Environment trajectories as multi-turn tool-calling chats (the warm start's SFT data).
 
-A trajectory of the environment's reference policies (``lfo_cli.env.rollout.run_episode``) becomes
+A rollout of the world's teacher (:meth:`lfo_cli.worlds.World.teacher_rollouts`) becomes
 exactly the conversation TRL's GRPO tool loop builds during a rollout: system prompt, the task as
 the user turn, then per step an assistant turn with one tool call and a ``tool`` message holding the
 observation string, and a final short assistant reply that ends the episode (in TRL an assistant
@@ -20,10 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lfo_cli.env.episode import Episode
-from lfo_cli.env.rollout import run_episode
-from lfo_cli.env.world import sub_seed
 from lfo_cli.models import prompts
+from lfo_cli.worlds import World
 
 FINAL_REPLY = "Done."
 
@@ -52,45 +50,26 @@ def trajectory_messages(traj: Any, system_prompt: str = prompts.SYSTEM_PROMPT, *
 
 
 def collect_trajectories(
-    world: Any,
+    world: World,
     tasks: Iterable[Any],
     *,
     policy: str,
     noise: Any = None,
     seed: int = 0,
     rollouts_per_task: int = 1,
-    system_prompt: str = prompts.SYSTEM_PROMPT,
+    system_prompt: str | None = None,
     imitate_random: bool = True,
     probe_rate: float = 0.0,
     probe_noise: Any = None,
 ) -> list[dict[str, Any]]:
-    """Run ``policy`` (with the environment's ``NoiseConfig``) on each task; one dict per rollout
-    with ``messages``, ``transitions`` (dicts), ``task_id``, ``difficulty``, ``policy``, ``reward``
-    and ``info``. Rollout seeds derive from ``seed`` so the data set is reproducible.
-    ``imitate_random``: see :func:`trajectory_messages`. ``probe_rate``: each rollout plays the ``probe``
-    policy instead with this probability (drawn per rollout from ``seed``, task and rollout index, so a
-    rollout's policy and its own seed do not depend on the others), with ``probe_noise`` (None: ``noise``)."""
-    import random
-
-    episode = Episode(world)
-    out = []
-    for task in tasks:
-        for r in range(rollouts_per_task):
-            rollout_seed = sub_seed("warmstart", seed, task.task_id, r) % (2**31)
-            played, played_noise = policy, noise
-            if probe_rate and random.Random(sub_seed("probe-mix", seed, task.task_id, r)).random() < probe_rate:
-                played, played_noise = "probe", noise if probe_noise is None else probe_noise
-            traj = run_episode(episode, played, task, rollout_seed=rollout_seed, noise=played_noise)
-            d = traj.to_dict()
-            out.append(
-                {
-                    "task_id": task.task_id,
-                    "difficulty": task.difficulty,
-                    "policy": traj.policy,
-                    "reward": traj.reward,
-                    "info": traj.info,
-                    "transitions": d["transitions"],
-                    "messages": trajectory_messages(d, system_prompt, imitate_random=imitate_random),
-                }
-            )
-    return out
+    """The world's teacher on each task (:meth:`lfo_cli.worlds.World.teacher_rollouts`: ``policy`` with
+    ``noise``, ``probe_rate`` of the rollouts probing, reproducible from ``seed``), each rollout with its
+    conversation: one dict per rollout with ``task_id``, ``difficulty``, ``policy``, ``reward``, ``info``,
+    ``transitions`` (dicts) and ``messages`` (``system_prompt``: default the world's;
+    ``imitate_random``: see :func:`trajectory_messages`)."""
+    system = system_prompt or world.system_prompt or prompts.SYSTEM_PROMPT
+    rollouts = world.teacher_rollouts(list(tasks), policy=policy, noise=noise, seed=seed,
+                                      rollouts_per_task=rollouts_per_task, probe_rate=probe_rate,
+                                      probe_noise=probe_noise)
+    return [{**{k: r[k] for k in ("task_id", "difficulty", "policy", "reward", "info", "transitions")},
+             "messages": trajectory_messages(r, system, imitate_random=imitate_random)} for r in rollouts]

@@ -30,8 +30,6 @@ from typing import Any
 
 from lfo_cli import run_record as rr
 from lfo_cli.console import use_lfo_progress
-from lfo_cli.env.plugin import CustomerServiceWorld
-from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.errors import LfoError
 from lfo_cli.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_jsonl, run_metadata
 from lfo_cli.models import cache
@@ -127,7 +125,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     atomic_write_json(out_dir / rr.RUN_METADATA_FILE, run_metadata(cfg.seed, config_to_dict(cfg)))
 
     model, tokenizer = load_model(cfg.model.name, dtype=cfg.model.dtype)
-    tools = P.tool_schemas(CustomerServiceEnv)
+    tools = P.tool_schemas(world.tools)
 
     # ---- data ----
     trajectories = collect_sft_trajectories(cfg, world)
@@ -158,9 +156,8 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         "data/probe_share": sum(t["policy"].split("+")[0] == "probe" for t in trajectories) / len(trajectories),
         "data/mean_tokens": float(np.mean(lengths)),
         "data/max_tokens": int(max(lengths)),
-        "data/prompt_tokens": len(tokenizer.apply_chat_template(
-            P.build_messages(world.tasks["train"][0].prompt()), tools=tools, add_generation_prompt=True,
-            tokenize=True, return_dict=False)),
+        "data/prompt_tokens": len(tokenizer.apply_chat_template(  # the first rollout's system prompt and task
+            trajectories[0]["messages"][:2], tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False)),
     }
     dataset = Dataset.from_list(rows)
 
@@ -241,7 +238,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     # ---- evaluation ----
     summary: dict[str, Any] = {**data_stats, **train_stats}
     if cfg.eval.num_tasks > 0:
-        val = list(world.tasks.get("val", []))
+        val = world.tasks("val")
         if not val:
             raise LfoError(f"{cfg.data.dir}: the world has no val tasks to evaluate on")
         val = stratified_tasks(val, cfg.eval.num_tasks)
@@ -252,11 +249,11 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         t_eval = time.time()
         with ProgressLog("warm start evaluation", len(val), unit="episode") as plog:
             result = evaluate_agent(
-                trained, tokenizer, CustomerServiceWorld(world), val, temperature=cfg.eval.temperature, max_turns=cfg.eval.max_turns,
+                trained, tokenizer, world, val, temperature=cfg.eval.temperature, max_turns=cfg.eval.max_turns,
                 max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size, seed=cfg.seed,
                 progress=episode_progress(plog),
             )
-        summary.update(summarize_eval(result, teacher, CustomerServiceWorld.episode_categories))
+        summary.update(summarize_eval(result, teacher, world.episode_categories))
         summary[rr.EVAL_TEMPERATURE] = cfg.eval.temperature
         summary["eval/samples_per_task"] = cfg.eval.samples_per_task
         summary["eval/seconds"] = round(time.time() - t_eval, 1)

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli import run_record as rr
-from lfo_cli.env.world_files import MANIFEST_FILE
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
 from lfo_cli.models import cache, micro
 from lfo_cli.models import prompts as P
 from lfo_cli.models.warmstart_config import WarmStartConfig
 from lfo_cli.recipes import config_to_dict, load_recipe
+from lfo_cli.worlds import DEFAULT_KIND, world_class
 
 
 def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[str] | None = None) -> tuple[str, WarmStartConfig]:
@@ -38,6 +38,7 @@ def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[st
 # left out of the key at that value, so adding an option does not invalidate every cached base. Data options
 # are named as canonical_data flattens them (data.slip is data.noise.slip).
 NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {
+    "env": {"kind": DEFAULT_KIND},
     "data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0, "probe_rate": 0.0,
              "probe_noise_scale": 1.0, "fresh_companies": 0},
     "train": {"reply_loss_weight": 0.0, "reply_loss_tools": ["make_phone_call"]}}
@@ -59,17 +60,17 @@ def canonical_data(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def warmstart_key(cfg: WarmStartConfig) -> str:
-    """Hash of the resolved config, the data manifest and the base model's identity."""
-    manifest = Path(cfg.data.dir) / MANIFEST_FILE
+    """Hash of the resolved config, the world's files (their manifest) and the base model's identity."""
+    world = world_class(cfg.env.kind)
     base = cfg.model.name
-    if base == "micro":
-        base = f"micro-{micro.cache_key()}"
+    if base == micro.model_name(world):
+        base = f"{base}-{micro.cache_key(world)}"
     payload = {
         "config": {k: v for k, v in config_to_dict(cfg).items()},
-        "data_manifest": read_json(manifest) if manifest.is_file() else None,
+        "data_manifest": world.data_identity(cfg.data.dir),
         "base": base,
         "template": P.chat_template(),
-        "system": P.SYSTEM_PROMPT,
+        "system": world.system_prompt or P.SYSTEM_PROMPT,
     }
     payload["config"]["data"] = canonical_data(payload["config"]["data"])
     payload["config"]["data"].pop("dir", None)  # the content (manifest) matters, not where it lives
@@ -77,6 +78,8 @@ def warmstart_key(cfg: WarmStartConfig) -> str:
         for name, neutral in fields.items():
             if payload["config"][section].get(name) == neutral:
                 del payload["config"][section][name]
+    if not payload["config"]["env"]:  # a section added later: absent from the keys built before it
+        del payload["config"]["env"]
     payload["config"]["eval"] = None  # evaluation does not change the checkpoint
     for bookkeeping in BOOKKEEPING_TRAIN_FIELDS:  # nor do these (the thread count: tests/models/test_warmstart_reproducible.py)
         payload["config"]["train"].pop(bookkeeping, None)

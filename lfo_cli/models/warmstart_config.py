@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.errors import LfoError
 from lfo_cli.recipes import register_kind
+from lfo_cli.worlds import DEFAULT_KIND, world_class
+from lfo_cli.worlds.noise import NoiseConfig
 
 
 @dataclass
@@ -43,17 +44,30 @@ class ModelSection:
 
     @property
     def is_full(self) -> bool:
-        return self.full_finetune if self.full_finetune is not None else self.name == "micro"
+        return self.full_finetune if self.full_finetune is not None else self.name.split("_")[0] == "micro"
+
+
+@dataclass
+class EnvSection:
+    kind: str = field(
+        default=DEFAULT_KIND,
+        metadata={"help": "The world the warm start imitates its teacher in (`lfo_cli.worlds`): customer_service, "
+                  "textworld, or a plugin's kind; `data.dir` holds its `lfo gen-env` output."},
+    )
+
+    def __post_init__(self) -> None:
+        world_class(self.kind)  # an unknown kind or a missing extra: one line, at once
 
 
 @dataclass
 class DataSection:
     dir: Path = field(default=Path("data"), metadata={"help": "World written by `lfo gen-env` (train tasks are "
                                                              "the SFT prompts, val tasks the evaluation)."})
-    policy: Literal["prior", "probe", "random"] = field(
+    policy: str = field(
         default="prior",
-        metadata={"help": "Reference policy to imitate. The oracle (hidden requirements) is deliberately not "
-                  "allowed: the warm start must leave room for RL."},
+        metadata={"help": "Reference policy to imitate, one of the world's teachers (`World.teacher_policies`). "
+                  "customer_service: prior, probe or random (the oracle, which knows the hidden requirements, is "
+                  "deliberately not allowed: the warm start must leave room for RL); textworld: gold or random."},
     )
     rollouts_per_task: int = field(default=2, metadata={"help": "Noisy rollouts per train task."})
     max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many train tasks (None: all)."})
@@ -226,6 +240,7 @@ class WarmStartConfig:
 
     seed: int = field(default=0, metadata={"help": "Seeds data noise, initialisation order, shuffling and sampling."})
     model: ModelSection = field(default_factory=ModelSection)
+    env: EnvSection = field(default_factory=EnvSection)
     data: DataSection = field(default_factory=DataSection)
     train: TrainSection = field(default_factory=TrainSection)
     eval: EvalSection = field(default_factory=EvalSection)
@@ -233,9 +248,14 @@ class WarmStartConfig:
     def __post_init__(self) -> None:
         if self.seed < 0:
             raise LfoError(f"seed must be >= 0, got {self.seed}")
-        for name, cls in (("model", ModelSection), ("data", DataSection), ("train", TrainSection), ("eval", EvalSection)):
+        for name, cls in (("model", ModelSection), ("env", EnvSection), ("data", DataSection), ("train", TrainSection),
+                          ("eval", EvalSection)):
             if isinstance(getattr(self, name), dict):
                 setattr(self, name, cls(**getattr(self, name)))
+        world = world_class(self.env.kind)
+        if self.data.policy not in world.teacher_policies:
+            raise LfoError(f"data.policy={self.data.policy} is not a teacher of the {world.kind} world: "
+                           f"{', '.join(world.teacher_policies)}")
 
 
 register_kind("warmstart", WarmStartConfig)

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,10 @@ from typing import Any
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json
 from lfo_cli.textworld_env.environment import ACT, MAX_STEPS, TextWorldEnv, TextWorldFactory
-from lfo_cli.textworld_env.episodes import gold_policy
+from lfo_cli.textworld_env.episodes import gold_policy, random_policy
 from lfo_cli.textworld_env.games import GameFile, GameSpec, generate_games
 from lfo_cli.worlds.base import Example, SemanticProbe, TaskPools, World
+from lfo_cli.worlds.tasks import sub_seed
 
 WORLD_FILE = "textworld_world.json"
 SPLITS = ("train", "val", "heldout")
@@ -37,6 +39,10 @@ SYSTEM_PROMPT = "You play a text adventure. Use the act tool, one command per tu
 OBS_OPEN, OBS_CLOSE = "<|obs|>", "<|/obs|>"
 ACT_OPEN, ACT_CLOSE = "<|act|>", "<|/act|>"
 REPLY_OPEN, REPLY_CLOSE = "<|reply|>", "<|/reply|>"
+# The games the `micro` tokenizer's corpus is made of (seeds far from any world's): both cooking food sets.
+CORPUS_SPECS = (GameSpec(kind="cooking", recipe=1, take=1, go=6), GameSpec(kind="cooking", recipe=1, take=1, go=6,
+                                                                          split="valid"))
+CORPUS_SEED = 100_000
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,18 @@ def same_reply(predicted: str, actual: str) -> bool:
     return _norm(predicted) == _norm(actual)
 
 
+def _teacher_epsilon(noise: Any) -> float:
+    """The teacher noise TextWorld's teacher has: ``epsilon`` (a random admissible command instead); the
+    customer-service world's other noise options must be 0."""
+    if noise is None:
+        return 0.0
+    for name in ("field_dropout", "field_extra", "slip"):
+        if getattr(noise, name, 0.0):
+            raise LfoError(f"data.noise.{name}: not a noise of the textworld world's teacher (set it to 0; "
+                           "data.noise.epsilon is its noise)")
+    return float(getattr(noise, "epsilon", 0.0))
+
+
 class TextWorldEpisode:
     """Evaluation's episode runner: one game at a time, ``act`` the only tool."""
 
@@ -135,6 +153,9 @@ class TextWorldWorld(World):
     system_prompt = SYSTEM_PROMPT
     splits = SPLITS
     episode_fields = ("score_share", "lost", "steps", "invalid_tool_calls")
+    teacher_policies = ("gold", "random")
+    tokenizer_tokens = (OBS_OPEN, OBS_CLOSE, ACT_OPEN, ACT_CLOSE, REPLY_OPEN, REPLY_CLOSE)
+    corpus_version = {"corpus": 1, "specs": [asdict(s) for s in CORPUS_SPECS], "seed": CORPUS_SEED}
 
     def __init__(self, content: dict, games: dict[str, GameFile]) -> None:
         self.content, self.games = content, games  # games: task id -> its game
@@ -166,6 +187,11 @@ class TextWorldWorld(World):
     @property
     def seed(self) -> int:
         return int(self.content.get("seed", 0))
+
+    @classmethod
+    def data_identity(cls, data_dir: str | Path) -> Any:
+        path = Path(data_dir) / WORLD_FILE
+        return json.loads(path.read_text()) if path.is_file() else None
 
     @classmethod
     def fingerprint(cls, data_dir: str | Path) -> str | None:
@@ -229,6 +255,66 @@ class TextWorldWorld(World):
         examples = [self.world_model_example(t) for t in calls]
         return SemanticProbe(inputs=[text[:a] for text, (a, _) in examples], replies=[t.observation for t in calls],
                              judge=same_reply, stop=REPLY_CLOSE)
+
+    # ---- the warm start and the micro tokenizer ----
+    def sft_tasks(self, data: Any, seed: int) -> tuple[TextWorldWorld, list]:
+        for name in ("fresh_tasks", "fresh_companies", "probe_rate"):
+            if getattr(data, name):
+                raise LfoError(f"data.{name}: not an option of the textworld world's teacher (it plays the "
+                               "train games: `lfo gen-env --world textworld --games N`)")
+        tasks = self.tasks("train")
+        if data.max_tasks is not None:
+            tasks = random.Random(seed).sample(tasks, min(data.max_tasks, len(tasks)))
+        return self, tasks
+
+    def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
+                         rollouts_per_task: int = 1, probe_rate: float = 0.0, probe_noise: Any = None) -> list[dict]:
+        """``gold`` (TextWorld's walkthrough from the current state) taking a random admissible command instead
+        with probability ``noise.epsilon`` (those turns listed in ``info["random_steps"]``), or ``random``."""
+        epsilon = _teacher_epsilon(noise)
+        if policy not in self.teacher_policies:
+            raise LfoError(f"textworld: no teacher {policy!r}; use one of {', '.join(self.teacher_policies)}")
+        if probe_rate:
+            raise LfoError("data.probe_rate: the textworld world's teacher does not probe")
+        env, out = TextWorldEnv([], tasks=self.games), []
+        for task in tasks:
+            for r in range(rollouts_per_task):
+                rng = random.Random(sub_seed("warmstart", seed, task.task_id, r))
+                act = gold_policy() if policy == "gold" else random_policy(rng.randrange(2**31))
+                observation = prompt = env.reset(task_id=task.task_id)
+                random_steps = []
+                while not env.done:
+                    if policy == "gold" and epsilon and rng.random() < epsilon:
+                        random_steps.append(env.steps)
+                        command = rng.choice(env.admissible_commands or ["look"])
+                    else:
+                        command = act(env, observation)
+                    observation = env.act(command)
+                out.append({"task_id": task.task_id, "difficulty": task.difficulty, "policy": policy,
+                            "reward": env.get_reward() if not env.won else 1.0,
+                            "info": {"success": env.won, "lost": env.lost, "steps": env.steps,
+                                     "random_steps": random_steps},
+                            "prompt": prompt, "transitions": [t.to_dict() for t in env.transitions]})
+        return out
+
+    @classmethod
+    def corpus(cls, spec: Any) -> Iterator[dict | str]:
+        """Games of both cooking food sets (``spec.corpus_tasks // 4`` of each per corpus seed) played by the
+        gold policy, the gold policy with 30% random commands, and the random policy, with the world-model
+        example of every command."""
+        per_spec = max(1, spec.corpus_tasks // 4)
+        for i, world_seed in enumerate(spec.corpus_world_seeds):
+            for game_spec in CORPUS_SPECS:
+                first = CORPUS_SEED + i * per_spec
+                games = generate_games(game_spec, range(first, first + per_spec))
+                world = cls({"seed": world_seed}, {f"corpus-{g.seed}": g for g in games})
+                tasks = [GameTask(f"corpus-{g.seed}", "corpus", g.seed) for g in games]
+                for policy, epsilon in (("gold", 0.0), ("gold", 0.3), ("random", 0.0)):
+                    noise = type("Noise", (), {"epsilon": epsilon})()
+                    for rollout in world.teacher_rollouts(tasks, policy=policy, noise=noise, seed=world_seed):
+                        yield rollout
+                        for t in rollout["transitions"]:
+                            yield cls.world_model_example(t)[0]
 
     def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """Share of the score reached, games lost, steps taken, invalid tool calls (means over episodes)."""

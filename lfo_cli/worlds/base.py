@@ -21,7 +21,7 @@ Standard library only: worlds must not import an ML library.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -148,3 +148,37 @@ class World(abc.ABC):
         """The world's own measures over evaluated episodes (each an ``evaluate_agent`` episode record),
         as metric names without a prefix; empty by default."""
         return {}
+
+    # ---- the warm start and the `micro` tokenizer (lfo_cli.models) ----
+    # Strings the `micro` tokenizer holds as one token each, besides the tools' boilerplate (e.g. the
+    # customer-service world's identity fields' JSON keys, so a value is copied by looking up its key).
+    tokenizer_tokens: ClassVar[tuple[str, ...]] = ()
+    # What the world's text depends on (its generator's version): part of the `micro` model's cache key.
+    corpus_version: ClassVar[Any] = None
+    teacher_policies: ClassVar[tuple[str, ...]] = ()  # the warm start's `data.policy` values
+
+    @classmethod
+    @abc.abstractmethod
+    def data_identity(cls, data_dir: str | Path) -> Any:
+        """What identifies the world's files in ``data_dir`` (JSON; None: none there): a warm start's cache key
+        holds it, so a warm start is rebuilt for another world and reused for the same one anywhere."""
+
+    @abc.abstractmethod
+    def sft_tasks(self, data: Any, seed: int) -> tuple[World, list]:
+        """The world and tasks a warm start's teacher plays, from the warm-start recipe's ``data`` section
+        (:class:`lfo_cli.models.warmstart_config.DataSection`) and its seed."""
+
+    @abc.abstractmethod
+    def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
+                         rollouts_per_task: int = 1, probe_rate: float = 0.0, probe_noise: Any = None) -> list[dict]:
+        """The teacher's rollouts of ``tasks``, reproducible from ``seed``: per rollout a dict with
+        ``task_id``, ``difficulty``, ``policy``, ``reward``, ``info`` (``slipped_steps``/``random_steps``: turns
+        not to imitate), ``prompt`` (the task as the user turn) and ``transitions`` (dicts with ``action``
+        {``tool``, ``args``} and ``observation``). ``lfo_cli.models`` renders them as conversations."""
+
+    @classmethod
+    @abc.abstractmethod
+    def corpus(cls, spec: Any) -> Iterator[dict | str]:
+        """The text the `micro` tokenizer is trained on: rollout dicts (as :meth:`teacher_rollouts`'s, rendered
+        through the chat template with the tools) and plain strings (world-model examples, ...); ``spec`` is
+        the tokenizer's :class:`lfo_cli.models.micro.TokenizerSpec` (its corpus size)."""

@@ -95,9 +95,9 @@ def test_models_list_offline_on_a_fresh_cache(tmp_path):
     assert out.returncode == 0, out.stderr
     listed = json.loads(out.stdout)
     rows = {r["name"]: r for r in listed["models"]}
-    assert set(rows) == {"micro", "smollm2-135m"} and listed["warmstarts"] == []
-    assert not rows["micro"]["cached"] and not rows["smollm2-135m"]["cached"]
-    assert 1e6 < rows["micro"]["num_parameters"] < 2e7
+    assert set(rows) == {"micro", "micro_textworld", "smollm2-135m"} and listed["warmstarts"] == []
+    assert not any(row["cached"] for row in rows.values())
+    assert 1e6 < rows["micro"]["num_parameters"] < 2e7 and 1e6 < rows["micro_textworld"]["num_parameters"] < 2e7
     assert rows["smollm2-135m"]["num_parameters"] == 134_515_008  # read from the GGUF tensor shapes
 
 
@@ -110,7 +110,7 @@ def test_models_list_with_a_warm_memo_imports_no_torch_and_shows_warm_starts(tmp
                            capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     memo = json.loads((tmp_path / "models" / registry.PARAM_MEMO).read_text())
-    assert sorted(k.split("|")[0] for k in memo) == ["micro", "smollm2-135m"]
+    assert sorted(k.split("|")[0] for k in memo) == ["micro", "micro_textworld", "smollm2-135m"]
     assert any(k.startswith("smollm2-135m|sha256:") for k in memo)  # the wheel's RECORD hash, not a file hash
     for key, info in (("micro-aaaaaaaaaaaa", {"train/steps": 909, "train/planned_steps": 909, "train/threads": 2}),
                       ("micro-bbbbbbbbbbbb", {"train/steps": 331, "train/stopped_by_budget": True})):
@@ -178,7 +178,7 @@ def test_micro_builds_offline_and_loads(tmp_path, monkeypatch, tiny_specs, tiny_
     from lfo_cli.models import micro
 
     TINY_TOKENIZER, TINY_ARCH = tiny_specs
-    monkeypatch.setattr(micro, "environment_corpus", lambda spec=None: iter(tiny_corpus))  # same text, built once
+    monkeypatch.setattr(micro, "environment_corpus", lambda spec=None, world=None: iter(tiny_corpus))  # same text, built once
     monkeypatch.setenv("LFO_HOME", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(micro, "TOKENIZER", TINY_TOKENIZER)

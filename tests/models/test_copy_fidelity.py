@@ -50,6 +50,7 @@ def test_score_counts_every_assistant_token_once(tiny_model_dir, small_world_dir
     from trl.chat_template_utils import get_training_chat_template
 
     from lfo_cli.env import load_world
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.env.trl_env import CustomerServiceEnv
     from lfo_cli.models import prompts
     from lfo_cli.models.registry import load_model
@@ -58,7 +59,7 @@ def test_score_counts_every_assistant_token_once(tiny_model_dir, small_world_dir
     model, tokenizer = load_model(tiny_model_dir)
     world = load_world(small_world_dir)
     tools = prompts.tool_schemas(CustomerServiceEnv)
-    trajs = collect_trajectories(world, world.tasks["val"][:4], policy="prior", seed=0)
+    trajs = collect_trajectories(CustomerServiceWorld(world), world.tasks["val"][:4], policy="prior", seed=0)
     row = cf.score(model, tokenizer, trajs, tools)
     template = get_training_chat_template(tokenizer)
     n_assistant = sum(

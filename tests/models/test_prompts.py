@@ -15,6 +15,7 @@ from trl.chat_template_utils import (
 )
 
 from lfo_cli.env.noise import NoiseConfig
+from lfo_cli.env.plugin import CustomerServiceWorld
 from lfo_cli.env.trl_env import CustomerServiceEnv, make_env_factory
 from lfo_cli.env.world_files import load_world
 from lfo_cli.models import prompts
@@ -25,7 +26,7 @@ from lfo_cli.models.trajectories import FINAL_REPLY, collect_trajectories
 def trajectories(small_world_dir):
     world = load_world(small_world_dir)
     noise = NoiseConfig(epsilon=0.2, field_dropout=0.2)
-    return collect_trajectories(world, world.tasks["train"], policy="prior", noise=noise, seed=1)
+    return collect_trajectories(CustomerServiceWorld(world), world.tasks["train"], policy="prior", noise=noise, seed=1)
 
 
 def test_template_is_trls_byte_for_byte_and_trl_accepts_it(tiny_tokenizer):

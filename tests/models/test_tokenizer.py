@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from lfo_cli.env.formatting import world_model_example
 from lfo_cli.env.generate import generate_world
 from lfo_cli.env.noise import NoiseConfig
+from lfo_cli.env.plugin import CustomerServiceWorld
 from lfo_cli.env.trl_env import CustomerServiceEnv
 from lfo_cli.models import micro, prompts
 from lfo_cli.models.trajectories import collect_trajectories
@@ -21,7 +22,7 @@ def _texts_of_unseen_world():
     tasks = [t for ts in world.tasks.values() for t in ts]
     out = []
     for policy, noise in (("prior", NoiseConfig(epsilon=0.3, field_dropout=0.3)), ("random", None), ("oracle", None)):
-        for traj in collect_trajectories(world, tasks, policy=policy, noise=noise, seed=5):
+        for traj in collect_trajectories(CustomerServiceWorld(world), tasks, policy=policy, noise=noise, seed=5):
             out.append(traj["messages"])
             for tr in traj["transitions"]:
                 out.append(world_model_example(tr)[0])
@@ -73,7 +74,7 @@ def test_copied_values_are_the_same_tokens_in_source_and_call(tiny_tokenizer):
     tools = prompts.tool_schemas(CustomerServiceEnv)
     enc = lambda s: tiny_tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     checked = {"company": 0, "phone": 0, "value": 0}
-    for traj in collect_trajectories(world, tasks, policy="oracle", seed=2):
+    for traj in collect_trajectories(CustomerServiceWorld(world), tasks, policy="oracle", seed=2):
         msgs = traj["messages"]
         full = enc(prompts.render(tiny_tokenizer, msgs, tools))
         for i, m in enumerate(msgs):

@@ -58,7 +58,7 @@ def test_recipes_resolve_and_reject_bad_input():
     assert smol.model.name == "smollm2-135m" and not smol.model.is_full
     # a step count, not a wall-clock budget, ends it: the cached checkpoint is the same on any machine
     assert smol.train.max_steps > 0 and smol.train.max_minutes is None
-    with pytest.raises(LfoError, match="must be one of"):
+    with pytest.raises(LfoError, match="data.policy=oracle is not a teacher of the customer_service world: prior, probe, random"):
         load_recipe("warmstart_micro", ["data.policy=oracle"])  # the oracle is never imitated
     with pytest.raises(LfoError, match="unknown key 'train.epoch'"):
         load_recipe("warmstart_micro", ["train.epoch=2"])
@@ -73,13 +73,13 @@ def test_fresh_tasks_replace_the_rl_train_tasks_in_the_sft_data(small_world_dir)
 
     world = load_world(small_world_dir)
     cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=30, rollouts_per_task=2))
-    trajs = collect_sft_trajectories(cfg, world)
+    trajs = collect_sft_trajectories(cfg, CustomerServiceWorld(world))
     ids = {t["task_id"] for t in trajs}
     assert len(trajs) == 60 and len(ids) == 30
     assert not ids & {t.task_id for t in world.all_tasks()}  # never the world's train, val or transfer tasks
-    default = collect_sft_trajectories(WarmStartConfig(data=DataSection(dir=small_world_dir)), world)
+    default = collect_sft_trajectories(WarmStartConfig(data=DataSection(dir=small_world_dir)), CustomerServiceWorld(world))
     assert {t["task_id"] for t in default} == {t.task_id for t in world.tasks["train"]}
-    other_seed = collect_sft_trajectories(WarmStartConfig(seed=1, data=DataSection(dir=small_world_dir, fresh_tasks=30)), world)
+    other_seed = collect_sft_trajectories(WarmStartConfig(seed=1, data=DataSection(dir=small_world_dir, fresh_tasks=30)), CustomerServiceWorld(world))
     assert other_seed[0]["messages"] != trajs[0]["messages"]
 
 
@@ -94,9 +94,9 @@ def test_the_probing_teacher_plays_probe_at_its_rate_and_leaves_the_other_rollou
     from lfo_cli.models.sft_data import collect_sft_trajectories
 
     world = load_world(small_world_dir)
-    plain = collect_sft_trajectories(WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300)), world)
+    plain = collect_sft_trajectories(WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300)), CustomerServiceWorld(world))
     mixed = collect_sft_trajectories(
-        WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300, probe_rate=rate)), world)
+        WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300, probe_rate=rate)), CustomerServiceWorld(world))
     n = len(mixed)
     probes = [t for t in mixed if t["policy"].split("+")[0] == "probe"]
     assert n == 600 and abs(len(probes) - rate * n) <= 4 * math.sqrt(n * rate * (1 - rate)) + 1e-9
@@ -124,7 +124,8 @@ def test_the_probing_teachers_noise_is_scaled_and_the_priors_is_not(small_world_
 
     def collect(**data):
         return collect_sft_trajectories(
-            WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300, probe_rate=0.5, **data)), world)
+            WarmStartConfig(data=DataSection(dir=small_world_dir, fresh_tasks=300, probe_rate=0.5, **data)),
+            CustomerServiceWorld(world))
 
     noisy, scaled = collect(), collect(probe_noise_scale=scale)
     def played(trajs):
@@ -152,7 +153,7 @@ def test_slipped_turns_stay_in_context_without_loss(small_world_dir, tiny_tokeni
     world = load_world(small_world_dir)
     noise = NoiseConfig(epsilon=0.1, field_dropout=0.1, slip=0.6)
     cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, noise=noise, rollouts_per_task=2))
-    trajs = [t for t in collect_sft_trajectories(cfg, world) if t["info"].get("slipped_steps")]
+    trajs = [t for t in collect_sft_trajectories(cfg, CustomerServiceWorld(world)) if t["info"].get("slipped_steps")]
     assert trajs
     tools = P.tool_schemas(CustomerServiceEnv)
     rows, _ = tokenize_trajectories(tiny_tokenizer, trajs, tools, 4096)
@@ -181,8 +182,8 @@ def test_random_steps_carry_no_loss_unless_imitated(small_world_dir, tiny_tokeni
     world = load_world(small_world_dir)
     tools = P.tool_schemas(CustomerServiceEnv)
     data = {"dir": small_world_dir, "noise": NoiseConfig(epsilon=0.3), "rollouts_per_task": 2}
-    imitated = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data)), world)
-    held = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data, imitate_random=False)), world)
+    imitated = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data)), CustomerServiceWorld(world))
+    held = collect_sft_trajectories(WarmStartConfig(data=DataSection(**data, imitate_random=False)), CustomerServiceWorld(world))
     assert [t["transitions"] for t in imitated] == [t["transitions"] for t in held]  # same episodes
     n_random = sum(len(t["info"].get("random_steps", ())) for t in held)
     assert n_random >= 5
@@ -410,7 +411,7 @@ def test_a_world_model_warm_start_adds_the_replies_loss_on_the_same_steps(tmp_pa
 
     world = load_world(small_world_dir)
     cfg = WarmStartConfig(data=DataSection(dir=small_world_dir, rollouts_per_task=1, max_tasks=4))
-    trajs = collect_sft_trajectories(cfg, world)
+    trajs = collect_sft_trajectories(cfg, CustomerServiceWorld(world))
     tools = P.tool_schemas(__import__("lfo_cli.env.trl_env", fromlist=["x"]).CustomerServiceEnv)
     (row, *_), _ = tokenize_trajectories(tiny_tokenizer, trajs, tools, 4096, reply_tools=("make_phone_call",))
     marked = tiny_tokenizer.decode([t for t, m in zip(row["input_ids"], row["reply_masks"], strict=True) if m])
@@ -438,19 +439,20 @@ def test_a_world_model_warm_start_adds_the_replies_loss_on_the_same_steps(tmp_pa
 def test_fresh_companies_play_the_sft_tasks_in_a_world_of_their_own(small_world_dir):
     """data.fresh_companies: SFT tasks on newly generated companies whose numbers the world never uses, the same
     ones on every call; evaluation stays on the world. Off (0) it is no part of the key."""
+    from lfo_cli.env.teacher import sft_world
     from lfo_cli.env.world import normalize_phone
     from lfo_cli.env.world_files import load_world
-    from lfo_cli.models.sft_data import collect_sft_trajectories, sft_world
+    from lfo_cli.models.sft_data import collect_sft_trajectories
     from lfo_cli.models.warmstart_cache import resolve_config, warmstart_key
 
     world = load_world(small_world_dir)
     _, cfg = resolve_config("warmstart_micro", [f"data.dir={small_world_dir}", "data.fresh_tasks=30",
                                                 "data.fresh_companies=40"])
-    fresh = sft_world(cfg, world)
+    fresh = sft_world(cfg.data, cfg.seed, world)
     assert len(fresh.companies) == len(fresh.train_company_ids) == 40 and not fresh.heldout_company_ids
     assert not set(fresh.phone_index) & set(world.phone_index)
-    assert sorted(fresh.phone_index) == sorted(sft_world(cfg, world).phone_index)  # seeded, not random
-    trajectories = collect_sft_trajectories(cfg, world)
+    assert sorted(fresh.phone_index) == sorted(sft_world(cfg.data, cfg.seed, world).phone_index)  # seeded, not random
+    trajectories = collect_sft_trajectories(cfg, CustomerServiceWorld(world))
     assert len(trajectories) == 30 and {t["task_id"] for t in trajectories} <= {f"sft-{i:05d}" for i in range(30)}
     dialled = {normalize_phone(c["function"]["arguments"]["phone_number"]) for t in trajectories
                for m in t["messages"] for c in m.get("tool_calls") or [] if c["function"]["name"] == "make_phone_call"}

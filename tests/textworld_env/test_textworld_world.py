@@ -119,3 +119,58 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
     step0 = json.loads((tmp_path / "run" / "validation" / "step_0.json").read_text())
     assert [e["task_id"] for e in step0["episodes"]] == ["val-10", "val-11"]
     assert json.loads((tmp_path / "run" / "run.json").read_text())["world"]["kind"] == "textworld"
+
+
+def test_the_teacher_is_the_walkthrough_with_random_detours(home):
+    from lfo_cli.env.noise import NoiseConfig
+    from lfo_cli.worlds import load_world
+
+    world = load_world("textworld", home / "data")
+    played, tasks = world.sft_tasks(type("Data", (), {"fresh_tasks": 0, "fresh_companies": 0, "probe_rate": 0.0,
+                                                      "max_tasks": None})(), seed=0)
+    assert played is world and [t.task_id for t in tasks] == ["train-7", "train-8", "train-9"]
+    gold = world.teacher_rollouts(tasks, policy="gold", seed=0)
+    assert all(r["reward"] == 1.0 and r["info"]["random_steps"] == [] for r in gold)
+    noisy = world.teacher_rollouts(tasks, policy="gold", noise=NoiseConfig(epsilon=0.5), seed=0, rollouts_per_task=2)
+    assert len(noisy) == 6 and any(r["info"]["random_steps"] for r in noisy)
+    assert noisy == world.teacher_rollouts(tasks, policy="gold", noise=NoiseConfig(epsilon=0.5), seed=0,
+                                           rollouts_per_task=2)  # reproducible from the seed
+    first = gold[0]["transitions"][0]
+    assert first["action"]["tool"] == "act" and first["observation"] and gold[0]["prompt"] == first["state"]
+    with pytest.raises(LfoError, match="data.noise.field_dropout"):
+        world.teacher_rollouts(tasks, policy="gold", noise=NoiseConfig(epsilon=0.1, field_dropout=0.1))
+
+
+@pytest.mark.slow
+def test_micros_textworld_tokenizer_and_a_warm_start_through_the_world(home, tmp_path):
+    """The micro tokenizer trained on TextWorld's text keeps its markers and the act call's opening as single
+    tokens; `lfo train --recipe warmstart_micro --set env.kind=textworld` imitates the noisy walkthrough."""
+    from tiny import tiny_model, tiny_tokenizer
+
+    from lfo_cli.models import micro
+    from lfo_cli.textworld_env.world import TextWorldWorld
+
+    spec = micro.TokenizerSpec(vocab_size=3000, corpus_world_seeds=(7,), corpus_tasks=4)
+    corpus = list(micro.environment_corpus(spec, TextWorldWorld))
+    assert corpus[-1] == TextWorldWorld.system_prompt and any("<|reply|>" in t for t in corpus)
+    tokenizer = micro.train_tokenizer(corpus, spec, extra_tokens=micro.boilerplate_tokens(world=TextWorldWorld))
+    for marker in ("<|reply|>", "<|/reply|>", '{"name": "act", "arguments": {"command": "'):
+        assert len(tokenizer(marker, add_special_tokens=False)["input_ids"]) == 1, marker
+    assert micro.model_name(TextWorldWorld) == "micro_textworld"
+    assert micro.cache_key(TextWorldWorld) != micro.cache_key()
+
+    tok = tiny_tokenizer()
+    tiny_model(tok).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    sets = {"env.kind": "textworld", "data.policy": "gold", "data.dir": str(home / "data"), "data.fresh_tasks": "0",
+            "data.noise.field_dropout": "0", "data.noise.epsilon": "0.2", "model.name": str(tmp_path / "model"),
+            "model.full_finetune": "true", "train.max_steps": "2", "train.batch_size": "2", "train.max_length": "4096",
+            "eval.num_tasks": "2", "eval.samples_per_task": "1", "eval.max_turns": "3", "eval.min_valid_rate": "null"}
+    args = ["train", "--recipe", "warmstart_micro", "--out", str(tmp_path / "ws")]
+    result = CliRunner().invoke(app, args + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "ws" / "sft_trajectories.jsonl").read_text().splitlines()]
+    assert {r["task_id"] for r in rows} == {"train-7", "train-8", "train-9"}
+    assert rows[0]["messages"][0]["content"] == TextWorldWorld.system_prompt
+    summary = json.loads((tmp_path / "ws" / "summary.json").read_text())
+    assert summary["eval/episodes"] == 2 and summary["teacher/success_d1"] > 0

@@ -47,11 +47,12 @@ def rollouts(tokenizer, n: int = 8, seed: int = 0):
 
     from lfo_cli.env import generate_world
     from lfo_cli.env.noise import NoiseConfig
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.models.trajectories import collect_trajectories
 
     world = generate_world(num_companies=8, num_train_tasks=8, num_val_tasks=4, heldout_fraction=0.25, seed=5)
     tasks = [t for t in world.tasks["train"] if t.difficulty <= 2][: n // GROUP]
-    trajs = collect_trajectories(world, tasks, policy="probe", seed=seed, rollouts_per_task=GROUP,
+    trajs = collect_trajectories(CustomerServiceWorld(world), tasks, policy="probe", seed=seed, rollouts_per_task=GROUP,
                                  noise=NoiseConfig(epsilon=0.3, field_dropout=0.3))
     prompts, completions, tool_masks, envs = [], [], [], []
     for traj in trajs:

@@ -146,3 +146,37 @@ def test_a_world_registered_by_entry_point_trains_validates_and_probes(tmp_path)
                          env=env, timeout=300)
     last = bad.stderr.strip().splitlines()[-1]
     assert bad.returncode == 2 and last.startswith("error:") and "env.field_credit: the say world has no" in last
+
+
+@pytest.mark.slow
+def test_a_plugin_worlds_warm_start_imitates_its_teacher(tmp_path, monkeypatch):
+    """`lfo train --recipe warmstart_micro --set env.kind=say`: the warm start plays the say world's teacher,
+    trains on its conversations with its tool and system prompt, and evaluates on its validation tasks."""
+    from tiny import tiny_model, tiny_tokenizer
+    from toy_world import SayWorld
+
+    monkeypatch.setattr(registry, "entry_points", _entry_points(("say", "toy_world:SayWorld")))
+    monkeypatch.setenv("LFO_HOME", str(tmp_path / "home"))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "words.json").write_text(json.dumps(["apple", "pear", "plum", "fig", "kiwi", "lime"]))
+    tok = tiny_tokenizer()
+    tiny_model(tok).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    sets = {"env.kind": "say", "data.policy": "gold", "data.dir": str(tmp_path / "data"), "data.fresh_tasks": "0",
+            "data.noise.field_dropout": "0", "model.name": str(tmp_path / "model"), "model.full_finetune": "true",
+            "train.max_steps": "2", "train.batch_size": "2", "train.max_length": "2048", "eval.num_tasks": "2",
+            "eval.samples_per_task": "1", "eval.min_valid_rate": "null"}
+    args = ["train", "--recipe", "warmstart_micro", "--out", str(tmp_path / "ws")]
+    result = CliRunner().invoke(app, args + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "ws" / "sft_trajectories.jsonl").read_text().splitlines()]
+    assert {r["task_id"] for r in rows} == {"say-apple", "say-pear", "say-plum", "say-fig"}  # the training words
+    messages = rows[0]["messages"]
+    assert messages[0] == {"role": "system", "content": SayWorld.system_prompt}
+    assert messages[2]["tool_calls"][0]["function"] == {"name": "say", "arguments": {"word": "apple"}}
+    summary = json.loads((tmp_path / "ws" / "summary.json").read_text())
+    assert summary["eval/episodes"] == 2 and summary["data/teacher_success"] == 1.0

@@ -149,5 +149,38 @@ class SayWorld(World):
         return SemanticProbe(inputs=inputs, replies=replies, judge=lambda guess, actual: guess.startswith(actual),
                              stop=self.reply_stop)
 
+    # ---- the warm start ----
+    teacher_policies = ("gold",)
+    tokenizer_tokens = ("<said>", "</said>", "<reply>", "</reply>")
+    corpus_version = 1
+
+    @classmethod
+    def data_identity(cls, data_dir):
+        path = Path(data_dir) / FILE
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def sft_tasks(self, data, seed: int):
+        return self, self.tasks("train")
+
+    def teacher_rollouts(self, tasks, *, policy, noise=None, seed=0, rollouts_per_task=1, probe_rate=0.0,
+                         probe_noise=None) -> list[dict]:
+        out = []
+        for task in tasks:
+            for _ in range(rollouts_per_task):
+                game = self.episode(4)
+                prompt = game.reset(task)
+                game.step("say", {"word": task.word})
+                out.append({"task_id": task.task_id, "difficulty": task.difficulty, "policy": policy, "reward": 1.0,
+                            "info": {}, "prompt": prompt,
+                            "transitions": [{"action": t.action, "observation": t.observation} for t in game.transitions]})
+        return out
+
+    @classmethod
+    def corpus(cls, spec):
+        world = cls(["apple", "pear", "plum"])
+        for rollout in world.teacher_rollouts(world.tasks("train"), policy="gold"):
+            yield rollout
+        yield "Wrong: it starts with a."
+
     def episode_metrics(self, episodes) -> dict[str, float]:
         return {"said_anything": sum(e.get("calls", 0) > 0 for e in episodes) / len(episodes)} if episodes else {}
