@@ -178,8 +178,7 @@ class SayWorld(World):
     @classmethod
     def corpus(cls, spec):
         world = cls(["apple", "pear", "plum"])
-        for rollout in world.teacher_rollouts(world.tasks("train"), policy="gold"):
-            yield rollout
+        yield from world.teacher_rollouts(world.tasks("train"), policy="gold")
         yield "Wrong: it starts with a."
 
     def episode_metrics(self, episodes) -> dict[str, float]:
