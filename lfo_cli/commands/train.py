@@ -60,7 +60,9 @@ def _prepare(rec, run_dir: Path) -> dict:
     # Not under `accelerate launch` with several processes or DeepSpeed: every rank would train it, and its
     # Trainer would inherit the plugin; ensure_warmstart(build=False) then says how to build it beforehand.
     distributed = args.world_size > 1 or args.deepspeed_plugin is not None
-    if not distributed and not warmstart_status(ws, data_dir=data_dir)["cached"]:
+    status = warmstart_status(ws, data_dir=data_dir)
+    _check_world(ws, status, rec.config.env.kind)
+    if not distributed and not status["cached"]:
         # In a process of its own: the warm start's Trainer would fix accelerate's process-wide state (its
         # mixed precision) before this run's Accelerator exists. Its progress goes to the same terminal/log.
         # Its stdout goes to this process's stderr (file descriptor 2): `--json` keeps stdout to itself.
@@ -69,6 +71,12 @@ def _prepare(rec, run_dir: Path) -> dict:
         if done.returncode != 0:
             raise typer.Exit(done.returncode)  # the build printed its own error line
     return {"args": args, "base": str(ensure_warmstart(ws, data_dir=data_dir, build=False))}
+
+
+def _check_world(ws: str, status: dict, kind: str) -> None:
+    if status["world"] != kind:
+        raise LfoError(f"model.warmstart={ws} imitates the {status['world']} world, but env.kind is {kind}: "
+                       "name a warm start of the same world")
 
 
 def _rank() -> int:
@@ -206,6 +214,7 @@ def _warmstart_note(rec) -> None:
     if not ws:
         return
     st = warmstart_status(ws, data_dir=(rec.resolved.get("data") or {}).get("dir"))
+    _check_world(ws, st, rec.config.env.kind)
     if st["cached"]:
         took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""
         typer.echo(f"warm start '{ws}': cached at {st['path']}{took}", err=True)

@@ -96,6 +96,7 @@ class CustomerServiceWorld(World):
         check_shaping(ValueError, "env.", **options)
 
     splits = SPLITS
+    heldout_split = "transfer"
 
     def tasks(self, split: str) -> list:
         return list(self.data.tasks[split])

@@ -1,4 +1,5 @@
-"""Zero-shot transfer: a run's policy on held-out companies vs validation tasks of training companies.
+"""Zero-shot transfer: a run's policy on held-out tasks (the customer-service world's held-out companies,
+TextWorld's held-out games) vs validation tasks.
 
 Every checkpoint compared is evaluated on the same tasks, in the same order, with the same sampling
 seed, so differences between checkpoints are paired. Success rates carry Wilson 95% intervals.
@@ -146,7 +147,8 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
                            "splits": {}, "base": {} if against_base else None,
                            "vs_base": {} if against_base else None}
     for split in splits:
-        tasks = [t for t in world.tasks(split) if not difficulties or t.difficulty in difficulties][: max_tasks or None]
+        # "transfer" is the world's held-out split (the customer-service world's own name for it)
+        tasks = [t for t in world.tasks(world.heldout_split if split == "transfer" else split) if not difficulties or t.difficulty in difficulties][: max_tasks or None]
         if not tasks:
             raise LfoError(f"no {split} tasks at difficulty {sorted(difficulties or ())}")
         repeated = [t for t in tasks for _ in range(samples)]

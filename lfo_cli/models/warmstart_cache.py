@@ -142,14 +142,14 @@ def register_in_cache(cfg: WarmStartConfig, out_dir: Path) -> Path | None:
 def warmstart_status(recipe_name: str, data_dir: str | Path | None = None) -> dict[str, Any]:
     """Is a warm start built, and what did its build take (for `lfo train --dry-run`): ``cached`` (a usable
     entry), ``state`` (:func:`entry_state`), ``path``, ``minutes`` (the cached build's SFT + evaluation, when
-    recorded) and ``max_minutes`` (its SFT's time guard)."""
+    recorded), ``max_minutes`` (its SFT's time guard) and ``world`` (the kind of world it imitates in)."""
     name, cfg = resolve_config(recipe_name)
     if data_dir is not None:
         cfg.data.dir = Path(data_dir)
     path = warmstart_cache_path(cfg)
     state, info = entry_state(path)
     seconds = info.get("total_seconds")
-    return {"recipe": name, "path": str(path), "cached": state == "complete", "state": state,
+    return {"recipe": name, "world": cfg.env.kind, "path": str(path), "cached": state == "complete", "state": state,
             "minutes": round(seconds / 60, 1) if isinstance(seconds, (int, float)) else None,
             "max_minutes": cfg.train.max_minutes}
 

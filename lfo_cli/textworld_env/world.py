@@ -152,6 +152,7 @@ class TextWorldWorld(World):
     reply_stop = REPLY_CLOSE
     system_prompt = SYSTEM_PROMPT
     splits = SPLITS
+    heldout_split = "heldout"
     episode_fields = ("score_share", "lost", "steps", "invalid_tool_calls")
     teacher_policies = ("gold", "random")
     tokenizer_tokens = (OBS_OPEN, OBS_CLOSE, ACT_OPEN, ACT_CLOSE, REPLY_OPEN, REPLY_CLOSE)

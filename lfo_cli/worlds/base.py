@@ -118,7 +118,8 @@ class World(abc.ABC):
         """Reject reward options this world does not have, or bad values (``ValueError`` naming the key)."""
 
     # ---- tasks ----
-    splits: ClassVar[tuple[str, ...]]  # the world's task splits (`lfo transfer-eval --split`)
+    splits: ClassVar[tuple[str, ...]]  # the world's task splits
+    heldout_split: ClassVar[str]  # the split of the transfer test (`lfo transfer-eval --split transfer`)
 
     @abc.abstractmethod
     def tasks(self, split: str) -> list:

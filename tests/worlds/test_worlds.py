@@ -68,6 +68,17 @@ def test_env_options_are_checked_by_the_recipes_world():
         build_config(TrainConfig, {"wm": {"predict": "act"}})
 
 
+def test_a_runs_warm_start_must_be_of_its_world():
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--recipe", "textworld_micro", "--set", "model.warmstart=warmstart_micro",
+                                      "--dry-run"])
+    assert result.exit_code == 2
+    assert "model.warmstart=warmstart_micro imitates the customer_service world, but env.kind is textworld" in result.output
+
+
 def test_the_customer_service_world_gives_the_runs_tasks_and_probe():
     from lfo_cli.train.recipe_config import DataSection, EvalSection
 

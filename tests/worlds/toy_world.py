@@ -97,6 +97,7 @@ class SayWorld(World):
     system_prompt = "Say the word."
     episode_fields = ("calls",)
     splits = ("train", "val")
+    heldout_split = "val"
 
     def __init__(self, words: list[str], seed: int = 0) -> None:
         self.words, self._seed = words, seed
