@@ -42,32 +42,33 @@ def inspect_wm(
 
       lfo inspect-wm runs/dual_s0 --split transfer --probe --json
     """
-    from lfo_cli.eval.inspect_wm import PHONE, evaluate_world_model, probe_scores, recorded_phone_calls
+    from lfo_cli.eval.inspect_wm import PHONE, evaluate_world_model, probe_scores
 
     if split not in ("val", "transfer", "train"):
         raise LfoError(f"--split must be val, transfer or train, got '{split}'")
     recipe = run_recipe(run_dir)
     world = load_run_world(run_dir, data_dir)
-    if not isinstance(world, CustomerServiceWorld):
-        raise LfoError(f"inspect-wm reads the customer-service world's phone calls; {run_dir} trained on a "
-                       f"{world.kind} world")
-    world = world.data
+    customer_service = isinstance(world, CustomerServiceWorld)
+    if (trajectories is not None or probe) and not customer_service:
+        raise LfoError(f"--trajectories and --probe read the customer-service world's phone calls; {run_dir} "
+                       f"trained on a {world.kind} world")
     if trajectories is not None:
         trajs = read_trajectories_jsonl(trajectories)
         calls = [t for tr in trajs for t in tr.transitions if t.action.get("tool") == PHONE]
         source = str(trajectories)
     else:
-        calls = recorded_phone_calls(world, split, episodes, seed=seed)
-        source = f"{episodes} noisy probe-policy episodes on {split}"
+        calls = world.inspection_calls(world.heldout_split if split == "transfer" else split, episodes, seed)
+        source = f"{episodes} noisy {'probe-policy' if customer_service else 'walkthrough'} episodes on {split}"
     if not calls:
-        raise LfoError(f"no phone calls to inspect in {source}")
+        raise LfoError(f"no calls to inspect in {source}")
     model, tokenizer = load_run_model(run_dir, "world_model")
     max_length = int(recipe.get("wm", {}).get("max_length", 512))
-    result = evaluate_world_model(model, tokenizer, calls, max_length=max_length, max_new_tokens=max_new_tokens)
+    result = evaluate_world_model(model, tokenizer, calls, type(world), max_length=max_length,
+                                  max_new_tokens=max_new_tokens)
     out = {"run_dir": str(run_dir), "source": source, "overall": result["overall"],
            "by_category": result["by_category"]}
     if probe:
-        out["probes"] = probe_scores(model, tokenizer, world, companies=probe_companies, seed=seed,
+        out["probes"] = probe_scores(model, tokenizer, world.data, companies=probe_companies, seed=seed,
                                      max_length=max_length, max_new_tokens=max_new_tokens)
     if json_out:
         print_json(out)

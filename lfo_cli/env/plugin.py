@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,34 @@ class CustomerServiceWorld(World):
             return None
         return SemanticProbe(inputs=[format_world_model_input(t.state, t.action) for t in calls],
                              replies=[t.observation for t in calls], judge=same_meaning, stop=CSR_CLOSE)
+
+    # ---- inspect-wm ----
+    def inspection_calls(self, split: str, episodes: int, seed: int, policy: str = "probe") -> list:
+        """Phone calls of noisy ``policy`` episodes (epsilon and field dropout 0.2: replies of every category)."""
+        tasks = list(self.data.tasks[split])
+        random.Random(seed).shuffle(tasks)
+        out, episode = [], Episode(self.data)
+        for i, task in enumerate(tasks[:episodes]):
+            run_episode(episode, policy, task, rollout_seed=seed * 100_003 + i,
+                        noise=NoiseConfig(epsilon=0.2, field_dropout=0.2))
+            out += [t for t in episode.transitions if t.action.get("tool") == PHONE]
+        return out
+
+    @classmethod
+    def reply_text(cls, generated: str) -> str:
+        return strip_target_markers(generated)
+
+    @classmethod
+    def same_reply(cls, predicted: str, actual: str) -> bool:
+        return same_meaning(predicted, actual)
+
+    @classmethod
+    def reply_category(cls, reply: str) -> str | None:
+        return parse_reply(reply).category
+
+    @classmethod
+    def transition_category(cls, transition: Any) -> str:
+        return transition["category"] if isinstance(transition, Mapping) else transition.category
 
     def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """Where the first call went, behaviour (auth before the first call, department order, calls, forms,

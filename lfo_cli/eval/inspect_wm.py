@@ -16,40 +16,30 @@ rep must serve), over many companies of the training and held-out splits.
 from __future__ import annotations
 
 import math
-import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lfo_cli.env import (
     Episode,
-    NoiseConfig,
     format_world_model_input,
     parse_reply,
     run_episode,
     strip_target_markers,
-    world_model_example,
 )
 from lfo_cli.env.formatting import CSR_CLOSE
+from lfo_cli.env.plugin import CustomerServiceWorld
 from lfo_cli.train.wm_batches import build_batch
 from lfo_cli.train.wm_loss import masked_lm_loss
 from lfo_cli.train.wm_probe import generate_replies
+from lfo_cli.worlds import World
 
 PHONE = "make_phone_call"
 
 
 def recorded_phone_calls(world, split: str, episodes: int, seed: int = 0, policy: str = "probe") -> list:
     """Phone-call transitions from reference-policy episodes (noisy, so replies cover every category)."""
-    tasks = list(world.tasks[split])
-    rng = random.Random(seed)
-    rng.shuffle(tasks)
-    out = []
-    episode = Episode(world)
-    for i, task in enumerate(tasks[:episodes]):
-        run_episode(episode, policy, task, rollout_seed=seed * 100_003 + i,
-                    noise=NoiseConfig(epsilon=0.2, field_dropout=0.2))
-        out += [t for t in episode.transitions if t.action.get("tool") == PHONE]
-    return out
+    return CustomerServiceWorld(world).inspection_calls(split, episodes, seed, policy=policy)
 
 
 def probe_transitions(world, splits: Sequence[str] = ("val", "transfer"), companies: int = 50, seed: int = 0):
@@ -77,9 +67,11 @@ def probe_transitions(world, splits: Sequence[str] = ("val", "transfer"), compan
     return out
 
 
-def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int = 512, max_new_tokens: int = 96,
-                         batch_size: int = 16, generate: bool = True) -> dict[str, Any]:
-    """Per-example rows and aggregate metrics for a world-model adapter on phone-call transitions."""
+def evaluate_world_model(model, tokenizer, transitions: list, world: type[World] = CustomerServiceWorld, *,
+                         max_length: int = 512, max_new_tokens: int = 96, batch_size: int = 16,
+                         generate: bool = True) -> dict[str, Any]:
+    """Per-example rows and aggregate metrics for a world-model adapter on logged calls of ``world`` (its
+    example format, reply categories and judge of a predicted reply: :class:`lfo_cli.worlds.World`)."""
     import sacrebleu
     import torch
 
@@ -87,22 +79,23 @@ def evaluate_world_model(model, tokenizer, transitions: list, *, max_length: int
     rows = []
     for start in range(0, len(transitions), batch_size):
         chunk = transitions[start : start + batch_size]
-        batch = build_batch(tokenizer, [world_model_example(t) for t in chunk], max_length).to(model.device)
+        examples = [world.world_model_example(t) for t in chunk]
+        batch = build_batch(tokenizer, examples, max_length).to(model.device)
         with torch.no_grad():
             logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
             loss, correct, count = masked_lm_loss(logits, batch.labels)
-        predictions = _generate(model, tokenizer, [format_world_model_input(t.state, t.action) for t in chunk],
-                                max_length, max_new_tokens) if generate else [""] * len(chunk)
+        predictions = generate_replies(model, tokenizer, [text[:a] for text, (a, _) in examples], max_length,
+                                       max_new_tokens, batch_size=len(chunk), stop=world.reply_stop) \
+            if generate else [""] * len(chunk)
         for t, l_, c, n, pred_text in zip(chunk, loss.tolist(), correct.tolist(), count.tolist(), predictions,
                                           strict=True):
-            actual = parse_reply(t.observation)
-            pred_reply = strip_target_markers(pred_text)
-            predicted = parse_reply(pred_reply)
+            observation = t["observation"] if isinstance(t, Mapping) else t.observation
+            pred_reply = world.reply_text(pred_text)
             rows.append({
-                "category": t.category, "actual": t.observation, "predicted": pred_reply,
+                "category": world.transition_category(t), "actual": observation, "predicted": pred_reply,
                 "loss": l_, "correct": c, "count": n,
-                "semantic_ok": predicted.category == actual.category and predicted.fields == actual.fields,
-                "predicted_category": predicted.category,
+                "semantic_ok": world.same_reply(pred_text, observation),
+                "predicted_category": world.reply_category(pred_reply),
             })
     def summarise(sub: list[dict]) -> dict[str, Any]:
         tokens = sum(r["count"] for r in sub)

@@ -317,6 +317,21 @@ class TextWorldWorld(World):
                         for t in rollout["transitions"]:
                             yield cls.world_model_example(t)[0]
 
+    # ---- inspect-wm ----
+    def inspection_calls(self, split: str, episodes: int, seed: int) -> list:
+        """The calls of walkthroughs with 30% random commands on the split's first ``episodes`` games."""
+        tasks = self.tasks(split)[:episodes]
+        noise = type("Noise", (), {"epsilon": 0.3})()
+        return [t for r in self.teacher_rollouts(tasks, policy="gold", noise=noise, seed=seed) for t in r["transitions"]]
+
+    @classmethod
+    def reply_text(cls, generated: str) -> str:
+        return generated.replace(REPLY_OPEN, "").split(REPLY_CLOSE)[0].strip()
+
+    @classmethod
+    def same_reply(cls, predicted: str, actual: str) -> bool:
+        return same_reply(predicted, actual)
+
     def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """Share of the score reached, games lost, steps taken, invalid tool calls (means over episodes)."""
         out: dict[str, float] = {}

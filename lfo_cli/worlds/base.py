@@ -150,6 +150,33 @@ class World(abc.ABC):
         as metric names without a prefix; empty by default."""
         return {}
 
+    # ---- inspecting a world model (`lfo inspect-wm`) ----
+    @abc.abstractmethod
+    def inspection_calls(self, split: str, episodes: int, seed: int) -> list:
+        """Logged calls to the predicted tools from ``episodes`` noisy teacher episodes on ``split``: what
+        ``lfo inspect-wm`` compares the world model's predictions with (replies of every kind)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def reply_text(cls, generated: str) -> str:
+        """The reply inside a generated world-model target (its markers removed)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def same_reply(cls, predicted: str, actual: str) -> bool:
+        """Does a generated target mean the actual reply (the world's judge: `val/wm_semantic_acc`)?"""
+
+    @classmethod
+    def reply_category(cls, reply: str) -> str | None:
+        """The kind of a reply, for per-category measures (None: the world has no categories)."""
+        return None
+
+    @classmethod
+    def transition_category(cls, transition: Any) -> str:
+        """The kind of a logged call's reply (default: :meth:`reply_category` of its observation)."""
+        observation = transition["observation"] if isinstance(transition, Mapping) else transition.observation
+        return cls.reply_category(observation) or "all"
+
     # ---- the warm start and the `micro` tokenizer (lfo_cli.models) ----
     # Strings the `micro` tokenizer holds as one token each, besides the tools' boilerplate (e.g. the
     # customer-service world's identity fields' JSON keys, so a value is copied by looking up its key).

@@ -119,6 +119,15 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
     step0 = json.loads((tmp_path / "run" / "validation" / "step_0.json").read_text())
     assert [e["task_id"] for e in step0["episodes"]] == ["val-10", "val-11"]
     assert json.loads((tmp_path / "run" / "run.json").read_text())["world"]["kind"] == "textworld"
+    # inspect-wm on the run's world model: the game's replies to noisy walkthroughs of the validation games
+    inspect = CliRunner().invoke(app, ["inspect-wm", str(tmp_path / "run"), "--episodes", "1", "--max-new-tokens", "8",
+                                       "--json"])
+    assert inspect.exit_code == 0, inspect.output
+    out = json.loads(inspect.stdout)
+    assert out["overall"]["n"] >= 3 and set(out["by_category"]) == {"all"}
+    assert out["source"] == "1 noisy walkthrough episodes on val"
+    probe = CliRunner().invoke(app, ["inspect-wm", str(tmp_path / "run"), "--probe"])
+    assert probe.exit_code == 2 and "read the customer-service world's phone calls" in probe.output
 
 
 def test_the_teacher_is_the_walkthrough_with_random_detours(home):
