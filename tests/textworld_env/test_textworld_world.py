@@ -128,6 +128,11 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
     assert out["source"] == "1 noisy walkthrough episodes on val"
     probe = CliRunner().invoke(app, ["inspect-wm", str(tmp_path / "run"), "--probe"])
     assert probe.exit_code == 2 and "read the customer-service world's phone calls" in probe.output
+    # lfo report on the run: its curves and tables from the run's files, whatever the world
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    assert "1 runs (1 complete)" in (tmp_path / "report" / "index.md").read_text()
+    assert (tmp_path / "report" / "transfer.csv").read_text().count("\n") >= 2  # the held-out games' success
 
 
 def test_the_teacher_is_the_walkthrough_with_random_detours(home):
