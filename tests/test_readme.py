@@ -9,7 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 # Top-level folders that are made locally, never shipped (the .gitignore's); everything else must be in the layout.
-LOCAL_DIRS = {"runs", "build", "dist", "tmp", "__pycache__"}
+LOCAL_DIRS = {"runs", "build", "dist", "tmp", "__pycache__", "data_tw"}  # data_tw: `lfo gen-env --world textworld`
 
 
 def _readme() -> str:
