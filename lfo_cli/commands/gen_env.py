@@ -41,7 +41,11 @@ def gen_env(
                             rich_help_panel=_GEN)
     ] = 0.3,
     seed: Annotated[int, typer.Option("--seed", help="World seed (same seed, byte-identical files).")] = 0,
-    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where to write the world.", rich_help_panel=_GEN)] = Path("data"),
+    output_dir: Annotated[
+        Path | None,
+        typer.Option("--output-dir", help="Where to write the world \\[default: data; --world textworld: data_tw].",
+                     rich_help_panel=_GEN),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing world files.", rich_help_panel=_GEN)] = False,
     check: Annotated[
         bool, typer.Option("--check", help="Do not generate: load --data-dir and run the reference policies.",
@@ -83,7 +87,7 @@ def gen_env(
 
       lfo gen-env --world textworld --game-type cooking --go 6 --games 50 --seed 0 --check
 
-      lfo gen-env --world textworld --game-type cooking --go 6 --games 100 --val-games 20 --heldout-games 20 --output-dir data_tw/
+      lfo gen-env --world textworld --game-type cooking --go 6 --games 200 --val-games 50 --heldout-games 50 --output-dir data_tw/
     """
     if world == "textworld":
         spec = {"kind": game_type, "go": go, "recipe": recipe, "take": take, "split": split, "level": level}
@@ -92,11 +96,12 @@ def gen_env(
                 typer.echo("error: textworld check failed", err=True)
                 raise typer.Exit(1)
             return
-        textworld_world(spec, output_dir, seed=seed, counts=(games, val_games, heldout_games),
+        textworld_world(spec, output_dir or Path("data_tw"), seed=seed, counts=(games, val_games, heldout_games),
                         heldout_split=heldout_split, force=force, as_json=json_)
         return
     if world != "customer_service":
         raise LfoError(f"--world must be customer_service or textworld, got {world!r}")
+    output_dir = output_dir or Path("data")
     if check:
         _check(data_dir or output_dir, report_dir, episodes_per_difficulty, seed, json_)
         return

@@ -56,6 +56,7 @@ class CustomerServiceWorld(World):
     # Enough per episode to recompute every behaviour and form measure offline (lfo report), without weights.
     episode_fields = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted",
                       "form_fields", "invalid_tool_calls", "first_call", "probe_calls", "form_holds_named")
+    validation_fields = ("form_fields", "first_call", "phone_calls", "probe_calls", "form_holds_named")
 
     def __init__(self, data: WorldData) -> None:
         self.data = data
@@ -100,6 +101,8 @@ class CustomerServiceWorld(World):
     heldout_split = "transfer"
 
     def tasks(self, split: str) -> list:
+        if split not in self.data.tasks:
+            raise LfoError(f"no split {split!r} in this world; use one of {', '.join(sorted(self.data.tasks))}")
         return list(self.data.tasks[split])
 
     def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:

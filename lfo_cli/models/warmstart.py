@@ -156,8 +156,10 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
         "data/probe_share": sum(t["policy"].split("+")[0] == "probe" for t in trajectories) / len(trajectories),
         "data/mean_tokens": float(np.mean(lengths)),
         "data/max_tokens": int(max(lengths)),
-        "data/prompt_tokens": len(tokenizer.apply_chat_template(  # the first rollout's system prompt and task
-            trajectories[0]["messages"][:2], tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False)),
+        "data/prompt_tokens": len(tokenizer.apply_chat_template(  # a rollout's first prompt: the first train task's
+            P.build_messages(world.episode(cfg.eval.max_turns).reset(world.tasks("train")[0]),
+                             world.system_prompt or P.SYSTEM_PROMPT),
+            tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False)),
     }
     dataset = Dataset.from_list(rows)
 

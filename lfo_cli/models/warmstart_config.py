@@ -11,7 +11,7 @@ from typing import Literal
 
 from lfo_cli.errors import LfoError
 from lfo_cli.recipes import register_kind
-from lfo_cli.worlds import DEFAULT_KIND, world_class
+from lfo_cli.worlds import DEFAULT_KIND, kinds, world_class
 from lfo_cli.worlds.noise import NoiseConfig
 
 
@@ -44,7 +44,9 @@ class ModelSection:
 
     @property
     def is_full(self) -> bool:
-        return self.full_finetune if self.full_finetune is not None else self.name.split("_")[0] == "micro"
+        if self.full_finetune is not None:
+            return self.full_finetune
+        return self.name == "micro" or self.name.removeprefix("micro_") in kinds()  # micro, micro_<world kind>
 
 
 @dataclass

@@ -36,6 +36,9 @@ IGNORED = {
              "trainer.dataloader_num_workers", "eval.save_trajectories_every", "kind"},
     "wmil": {"seed", "log_every", "save_every", "threads", "parent_timeout", "parent_max_retries"},
 }
+# Options added after runs were recorded, with the value those runs had: a run without the key counts as
+# having this value, so it pools with new runs of the same condition.
+LATER_DEFAULTS = {"env.kind": "customer_service"}
 # world-model keys that mean nothing when wm.coef == 0 (blanked so baselines pool)
 WM_ONLY = ("wm.predict", "wm.coupling", "wm.normalize", "wm.learning_rate", "wm.max_length", "wm.max_examples")
 BLANK = "-"
@@ -235,7 +238,7 @@ def _sort_value(v: Any):
 
 
 def _distinct(cfgs: list[dict], key: str, kind: str) -> int:
-    vals = {json.dumps(c.get(key), sort_keys=True, default=str) for c in cfgs}
+    vals = {json.dumps(c.get(key, LATER_DEFAULTS.get(key)), sort_keys=True, default=str) for c in cfgs}
     if kind == "grpo" and key in WM_ONLY:  # blanked for baselines: varies only if the duals differ
         vals.discard(json.dumps(BLANK))
     return len(vals)
@@ -259,7 +262,7 @@ def assign_conditions(runs: list[Run]) -> dict[str, list[str]]:
             vary = [rr.WM_COEF] + [k for k in vary if k != rr.WM_COEF]
         varying[kind] = vary
         for r, c in zip(group, cfgs, strict=True):
-            label = ", ".join(f"{k}={_fmt(c.get(k))}" for k in vary)
+            label = ", ".join(f"{k}={_fmt(c.get(k, LATER_DEFAULTS.get(k)))}" for k in vary)
             if kind == "grpo":
                 r.role = "baseline" if float(c.get(rr.WM_COEF, 0.5) or 0) == 0.0 else "dual"
                 r.condition = f"{r.role} ({label})" if label else r.role

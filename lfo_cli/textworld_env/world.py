@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli.errors import LfoError
-from lfo_cli.io import atomic_write_json
+from lfo_cli.io import atomic_write_json, read_json
 from lfo_cli.textworld_env.environment import ACT, MAX_STEPS, TextWorldEnv, TextWorldFactory
 from lfo_cli.textworld_env.episodes import gold_policy, random_policy
 from lfo_cli.textworld_env.games import GameFile, GameSpec, generate_games
@@ -79,11 +79,19 @@ def write_world(out_dir: str | Path, spec: GameSpec, seeds: Mapping[str, Sequenc
         done += len(made)
     content["games"] = games
     path = Path(out_dir) / WORLD_FILE
-    if path.is_file() and not force and json.loads(path.read_text()) != content:
+    if path.is_file() and not force and _read(path) != content:
         raise LfoError(f"{path} exists and holds another world; pass --force to replace it")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, content)
     return path
+
+
+def _read(path: Path) -> dict:
+    """A world file's content, or one LfoError line (a truncated or hand-edited file)."""
+    content = read_json(path)
+    if not isinstance(content, dict):
+        raise LfoError(f"{path} is not a TextWorld world file (not a JSON object)")
+    return content
 
 
 def _norm(text: str) -> str:
@@ -167,11 +175,11 @@ class TextWorldWorld(World):
         if not path.is_file():
             raise LfoError(f"{data_dir}: no TextWorld world ({WORLD_FILE}); make one with "
                            f"`lfo gen-env --world textworld --output-dir {data_dir}`")
+        content = _read(path)
         try:
-            content = json.loads(path.read_text())
             spec = GameSpec(**content["spec"]).check()
             seeds = {split: [int(s) for s in content["seeds"][split]] for split in SPLITS}
-            recorded = content["games"]
+            recorded = {split: dict(content["games"][split]) for split in SPLITS}
         except LfoError:
             raise
         except Exception as exc:  # noqa: BLE001 - a truncated or hand-edited file
@@ -179,7 +187,7 @@ class TextWorldWorld(World):
         games: dict[str, GameFile] = {}
         for split in SPLITS:
             for game in generate_games(split_spec(spec, split, content.get("heldout_split", "valid")), seeds[split]):
-                if recorded.get(split, {}).get(str(game.seed)) != game.sha256:
+                if recorded[split].get(str(game.seed)) != game.sha256:
                     raise LfoError(f"{path}: {split} game {game.seed} is not the game recorded (its description's "
                                    f"sha256 differs): the world file and $LFO_HOME/textworld disagree")
                 games[f"{split}-{game.seed}"] = game
@@ -192,14 +200,14 @@ class TextWorldWorld(World):
     @classmethod
     def data_identity(cls, data_dir: str | Path) -> Any:
         path = Path(data_dir) / WORLD_FILE
-        return json.loads(path.read_text()) if path.is_file() else None
+        return _read(path) if path.is_file() else None
 
     @classmethod
     def fingerprint(cls, data_dir: str | Path) -> str | None:
         path = Path(data_dir) / WORLD_FILE
         if not path.is_file():
             return None
-        return hashlib.sha256(json.dumps(json.loads(path.read_text()), sort_keys=True).encode()).hexdigest()[:12]
+        return hashlib.sha256(json.dumps(_read(path), sort_keys=True).encode()).hexdigest()[:12]
 
     @classmethod
     def world_model_example(cls, transition: Any) -> Example:
@@ -225,6 +233,7 @@ class TextWorldWorld(World):
 
     def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:
         for name, value in (("data.fresh_tasks", data.fresh_tasks), ("data.companies", data.companies),
+                            ("data.difficulty_weights", data.difficulty_weights),
                             ("eval.fresh_tasks", evaluation.fresh_tasks)):
             if value:
                 raise LfoError(f"{name}: the textworld world trains and validates on its game splits "

@@ -128,7 +128,9 @@ class Validation(TrainerCallback):
     def _records(self, result: dict[str, Any]) -> list[dict[str, Any]]:
         """Per episode, what a validation file keeps: the outcome and the world's episode fields, enough to
         recompute every `val/...` measure offline (lfo report) without the run's weights."""
-        keep = (*EPISODE_RECORD_FIELDS, *self.world.episode_fields)
+        world = self.world
+        keep = (*EPISODE_RECORD_FIELDS, *(world.episode_fields if world.validation_fields is None
+                                          else world.validation_fields))
         return [{k: e[k] for k in keep if k in e} for e in result["episodes"]]
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):

@@ -86,8 +86,11 @@ class World(abc.ABC):
     # Episode fields with a fixed set of values, counted per value in `eval/...` summaries (e.g. where the
     # first call went); each is reported for every value, so two evaluations have the same keys.
     episode_categories: ClassVar[Mapping[str, tuple[str | None, ...]]] = {}
-    # Episode fields a validation file keeps per episode, besides the task, difficulty and outcome.
+    # Episode fields an evaluation keeps per episode (`evaluate_agent`), besides the task, difficulty and outcome.
     episode_fields: ClassVar[tuple[str, ...]] = ()
+    # Those a run's validation files keep (None: all of episode_fields): enough to recompute the world's
+    # `val/...` measures offline.
+    validation_fields: ClassVar[tuple[str, ...] | None] = None
 
     # ---- the world's files ----
     @classmethod

@@ -13,12 +13,15 @@ alone, so nothing below the commands layer imports a world's package (import-lin
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib.metadata import entry_points
 
 from lfo_cli.errors import LfoError
 from lfo_cli.worlds.base import World
 
 DEFAULT_KIND = "customer_service"
+# class attributes every world sets (the abstract methods are checked by inspect.isabstract)
+REQUIRED = frozenset({"kind", "tools", "predict_tools", "reply_stop", "splits", "heldout_split"})
 GROUP = "lfo.worlds"
 
 # kind -> (module:class, the pip extra it needs or None)
@@ -34,7 +37,10 @@ def kinds() -> list[str]:
 
 
 def world_class(kind: str) -> type[World]:
-    """The :class:`World` subclass for ``kind`` (one ``LfoError`` line for an unknown kind or a missing extra)."""
+    """The :class:`World` subclass for ``kind`` (one ``LfoError`` line for an unknown kind, a missing extra or a
+    plugin that does not implement the interface)."""
+    if not isinstance(kind, str):
+        raise LfoError(f"env.kind must be a world's name, got {kind!r}")
     if kind in BUILTIN:
         target, extra = BUILTIN[kind]
         module, _, name = target.partition(":")
@@ -55,6 +61,10 @@ def world_class(kind: str) -> type[World]:
             raise LfoError(f"world plugin {kind!r} ({found[0].value}) does not load: {type(exc).__name__}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, World)):
         raise LfoError(f"world plugin {kind!r} is not a lfo_cli.worlds.World subclass: {cls!r}")
+    missing = sorted(REQUIRED - set(dir(cls)))
+    if inspect.isabstract(cls) or missing:
+        gaps = sorted(getattr(cls, "__abstractmethods__", ())) + missing
+        raise LfoError(f"world plugin {kind!r} ({cls.__module__}.{cls.__name__}) does not implement {', '.join(gaps)}")
     return cls
 
 

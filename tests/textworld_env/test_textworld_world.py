@@ -87,7 +87,7 @@ def test_a_world_file_that_disagrees_with_its_games_is_one_error(home, tmp_path)
     with pytest.raises(LfoError, match="val game 10 is not the game recorded"):
         TextWorldWorld.load(tmp_path)
     (tmp_path / WORLD_FILE).write_text("{")
-    with pytest.raises(LfoError, match="is not a TextWorld world file"):
+    with pytest.raises(LfoError, match="corrupt JSON"):
         TextWorldWorld.load(tmp_path)
     with pytest.raises(LfoError, match="no TextWorld world"):
         TextWorldWorld.load(tmp_path / "nowhere")
@@ -188,3 +188,15 @@ def test_micros_textworld_tokenizer_and_a_warm_start_through_the_world(home, tmp
     assert rows[0]["messages"][0]["content"] == TextWorldWorld.system_prompt
     summary = json.loads((tmp_path / "ws" / "summary.json").read_text())
     assert summary["eval/episodes"] == 2 and summary["teacher/success_d1"] > 0
+
+
+def test_a_truncated_world_file_is_one_error_wherever_it_is_read(tmp_path):
+    from lfo_cli.textworld_env.world import WORLD_FILE, TextWorldWorld
+
+    (tmp_path / WORLD_FILE).write_text('{"kind": "textworld", "seeds"')
+    for read in (TextWorldWorld.load, TextWorldWorld.fingerprint, TextWorldWorld.data_identity):
+        with pytest.raises(LfoError, match="corrupt JSON"):
+            read(tmp_path)
+    (tmp_path / WORLD_FILE).write_text('{"spec": {}, "seeds": {"train": [], "val": [], "heldout": []}, "games": 3}')
+    with pytest.raises(LfoError, match="is not a TextWorld world file"):
+        TextWorldWorld.load(tmp_path)

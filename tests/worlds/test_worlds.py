@@ -191,3 +191,41 @@ def test_a_plugin_worlds_warm_start_imitates_its_teacher(tmp_path, monkeypatch):
     assert messages[2]["tool_calls"][0]["function"] == {"name": "say", "arguments": {"word": "apple"}}
     summary = json.loads((tmp_path / "ws" / "summary.json").read_text())
     assert summary["eval/episodes"] == 2 and summary["data/teacher_success"] == 1.0
+
+
+def test_a_plugin_that_does_not_implement_the_interface_is_one_error(monkeypatch):
+    import toy_world
+
+    class Half(toy_world.SayWorld):  # an abstract method left out
+        corpus = World.corpus
+
+    monkeypatch.setattr(toy_world, "Half", Half, raising=False)
+    monkeypatch.setattr(registry, "entry_points", _entry_points(("half", "toy_world:Half")))
+    with pytest.raises(LfoError, match="does not implement corpus"):
+        world_class("half")
+    with pytest.raises(LfoError, match="env.kind must be a world's name"):
+        world_class(["customer_service"])
+
+
+def test_the_customer_service_validation_files_keep_their_fields(tmp_path):
+    """New worlds add fields; the customer-service world's validation records are what they always were."""
+    from lfo_cli.train.callbacks import Validation
+
+    world = CustomerServiceWorld(generate_world(12, 40, 8, 0.25, 5))
+    episode = {"task_id": "t", "difficulty": 2, "success": True, "turns": 3, "auth_before_first_call": True,
+               "department_order_correct": True, "phone_calls": 1, "forms_submitted": 1, "form_fields": ["zip_code"],
+               "invalid_tool_calls": 0, "first_call": "right_department", "probe_calls": 0, "form_holds_named": None}
+    validation = Validation(tmp_path, world, [], None, 0, 1.0, 0, 0, 16)
+    [record] = validation._records({"episodes": [episode]})
+    assert list(record) == ["task_id", "difficulty", "success", "turns", "form_fields", "first_call", "phone_calls",
+                            "probe_calls", "form_holds_named"]
+
+
+def test_runs_recorded_before_env_kind_pool_with_new_customer_service_runs():
+    from lfo_cli.report.load import Run, assign_conditions
+
+    old = Run(Path("old"), "grpo", 0, {"wm.coef": 0, "data.dir": "data"}, "complete", [], {})
+    new = Run(Path("new"), "grpo", 1, {"wm.coef": 0, "data.dir": "data", "env.kind": "customer_service"}, "complete", [], {})
+    other = Run(Path("tw"), "grpo", 0, {"wm.coef": 0, "data.dir": "data", "env.kind": "textworld"}, "complete", [], {})
+    assert assign_conditions([old, new]) == {"grpo": []} and old.condition == new.condition == "baseline"
+    assert assign_conditions([old, new, other])["grpo"] == ["env.kind"] and old.condition == new.condition != other.condition

@@ -150,6 +150,18 @@ class SayWorld(World):
         return SemanticProbe(inputs=inputs, replies=replies, judge=lambda guess, actual: guess.startswith(actual),
                              stop=self.reply_stop)
 
+    # ---- inspect-wm ----
+    def inspection_calls(self, split: str, episodes: int, seed: int) -> list:
+        return [t for r in self.teacher_rollouts(self.tasks(split)[:episodes], policy="gold") for t in r["transitions"]]
+
+    @classmethod
+    def reply_text(cls, generated: str) -> str:
+        return generated.split(cls.reply_stop)[0]
+
+    @classmethod
+    def same_reply(cls, predicted: str, actual: str) -> bool:
+        return cls.reply_text(predicted) == actual
+
     # ---- the warm start ----
     teacher_policies = ("gold",)
     tokenizer_tokens = ("<said>", "</said>", "<reply>", "</reply>")
