@@ -11,7 +11,7 @@ from typing import Literal
 
 from lfo_cli.errors import LfoError
 from lfo_cli.recipes import register_kind
-from lfo_cli.worlds import DEFAULT_KIND, kinds, world_class
+from lfo_cli.worlds import WorldChoice, kinds, world_class
 from lfo_cli.worlds.noise import NoiseConfig
 
 
@@ -49,16 +49,7 @@ class ModelSection:
         return self.name == "micro" or self.name.removeprefix("micro_") in kinds()  # micro, micro_<world kind>
 
 
-@dataclass
-class EnvSection:
-    kind: str = field(
-        default=DEFAULT_KIND,
-        metadata={"help": "The world the warm start imitates its teacher in (`lfo_cli.worlds`): customer_service, "
-                  "textworld, or a plugin's kind; `data.dir` holds its `lfo gen-env` output."},
-    )
-
-    def __post_init__(self) -> None:
-        world_class(self.kind)  # an unknown kind or a missing extra: one line, at once
+EnvSection = WorldChoice  # the world the warm start imitates its teacher in
 
 
 @dataclass

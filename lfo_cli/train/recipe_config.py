@@ -20,7 +20,7 @@ from lfo_cli.recipes import coerce, register_kind
 from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.wm_settings import WorldModelSettings
-from lfo_cli.worlds import DEFAULT_KIND, world_class
+from lfo_cli.worlds import WorldChoice, world_class
 
 
 @dataclass
@@ -97,14 +97,9 @@ def _difficulty_weights(raw: dict, lo: int, hi: int) -> dict[int, float]:
 
 
 @dataclass
-class EnvSection:
+class EnvSection(WorldChoice):
     """The world, and its training reward options (validation always counts successes only)."""
 
-    kind: str = field(
-        default=DEFAULT_KIND,
-        metadata={"help": "The world (`lfo_cli.worlds`): customer_service, textworld (the `textworld` extra) or a "
-                  "plugin registered under the `lfo.worlds` entry points. `data.dir` holds its `lfo gen-env` output."},
-    )
     progress_shaping: float = field(
         default=0.0, metadata={"help": "A failed episode earns this x (completed steps / total steps); 0 = binary reward."})
     field_credit: float = field(
@@ -116,6 +111,7 @@ class EnvSection:
                                        "study's positive control. 0 = off."})
 
     def __post_init__(self):
+        super().__post_init__()
         try:
             world_class(self.kind).check_env_options(self.options())
         except ValueError as exc:

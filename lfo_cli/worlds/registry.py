@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
 from lfo_cli.errors import LfoError
@@ -66,6 +67,20 @@ def world_class(kind: str) -> type[World]:
         gaps = sorted(getattr(cls, "__abstractmethods__", ())) + missing
         raise LfoError(f"world plugin {kind!r} ({cls.__module__}.{cls.__name__}) does not implement {', '.join(gaps)}")
     return cls
+
+
+@dataclass
+class WorldChoice:
+    """A recipe's ``env`` section as far as the world goes (warm starts and training runs alike)."""
+
+    kind: str = field(
+        default=DEFAULT_KIND,
+        metadata={"help": "The world (`lfo_cli.worlds`): customer_service, textworld (the `textworld` extra) or a "
+                  "plugin registered under the `lfo.worlds` entry points. `data.dir` holds its `lfo gen-env` output."},
+    )
+
+    def __post_init__(self) -> None:
+        world_class(self.kind)  # an unknown kind or a missing extra: one line, at once
 
 
 def load_world(kind: str, data_dir) -> World:
