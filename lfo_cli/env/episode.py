@@ -197,6 +197,7 @@ class Episode:
             and (self._first_call_turn is None or self._form_turn < self._first_call_turn),
             "department_order_correct": self.order_violations == 0,
             "first_call": self.first_call,
+            "departments": [d.name for d in self._chain],  # the task's chain, in order (d1/d2: one department)
             "order_violations": self.order_violations,
             "invalid_tool_calls": self.invalid_calls,
             "calls_after_done": self.calls_after_done,

@@ -55,8 +55,9 @@ class CustomerServiceWorld(World):
     episode_categories = {"first_call": (*FIRST_CALL_OUTCOMES, None)}
     # Enough per episode to recompute every behaviour and form measure offline (lfo report), without weights.
     episode_fields = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted",
-                      "form_fields", "invalid_tool_calls", "first_call", "probe_calls", "form_holds_named")
-    validation_fields = ("form_fields", "first_call", "phone_calls", "probe_calls", "form_holds_named")
+                      "form_fields", "invalid_tool_calls", "first_call", "probe_calls", "form_holds_named",
+                      "departments")
+    validation_fields = ("form_fields", "first_call", "phone_calls", "probe_calls", "form_holds_named", "departments")
 
     def __init__(self, data: WorldData) -> None:
         self.data = data

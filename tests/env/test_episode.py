@@ -366,6 +366,7 @@ def test_probing_is_counted_and_the_form_checked_against_the_fields_the_rep_name
         ep.step("auth_info_form", {"fields": form})
         info = ep.info()
         assert info["probe_calls"] == 1 and info["form_holds_named"] is holds
+        assert info["departments"] == [dept.name]  # per-department d2 in the reading study's report
     ep = Episode(world)
     ep.reset(t, 0)
     ep.step("auth_info_form", {"fields": sorted(dept.requires)})  # the form first: nothing was named before it
@@ -375,6 +376,8 @@ def test_probing_is_counted_and_the_form_checked_against_the_fields_the_rep_name
                  for p in ("probe", "prior")}
     assert all(i["probe_calls"] >= 1 and i["form_holds_named"] for i in by_policy["probe"])
     assert all(i["probe_calls"] == 0 and i["form_holds_named"] is None for i in by_policy["prior"])
+    assert all(i["departments"] == [s.department for s in task.steps]
+               for i, task in zip(by_policy["probe"], world.tasks["val"][:30], strict=True))
 
 
 def test_validation_reports_the_probe_rate_and_forms_that_hold_the_named_fields(world):

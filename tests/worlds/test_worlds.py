@@ -208,17 +208,19 @@ def test_a_plugin_that_does_not_implement_the_interface_is_one_error(monkeypatch
 
 
 def test_the_customer_service_validation_files_keep_their_fields(tmp_path):
-    """New worlds add fields; the customer-service world's validation records are what they always were."""
+    """The customer-service world's validation records: what they always were, plus the task's departments
+    (per-department success in the reading study's report); records written before it lack that field."""
     from lfo_cli.train.callbacks import Validation
 
     world = CustomerServiceWorld(generate_world(12, 40, 8, 0.25, 5))
     episode = {"task_id": "t", "difficulty": 2, "success": True, "turns": 3, "auth_before_first_call": True,
                "department_order_correct": True, "phone_calls": 1, "forms_submitted": 1, "form_fields": ["zip_code"],
-               "invalid_tool_calls": 0, "first_call": "right_department", "probe_calls": 0, "form_holds_named": None}
+               "invalid_tool_calls": 0, "first_call": "right_department", "probe_calls": 0, "form_holds_named": None,
+               "departments": ["billing"]}
     validation = Validation(tmp_path, world, [], None, 0, 1.0, 0, 0, 16)
     [record] = validation._records({"episodes": [episode]})
     assert list(record) == ["task_id", "difficulty", "success", "turns", "form_fields", "first_call", "phone_calls",
-                            "probe_calls", "form_holds_named"]
+                            "probe_calls", "form_holds_named", "departments"]
 
 
 def test_runs_recorded_before_env_kind_pool_with_new_customer_service_runs():
