@@ -319,6 +319,21 @@ def paired_test(a: Sequence[float], b: Sequence[float], confidence: float = CONF
                       wil if math.isfinite(wil) else nan, tt if math.isfinite(tt) else nan)
 
 
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``pvalues`` (one per arm against one reference): the family-wise
+    error rate stays at alpha when each adjusted p is compared with alpha. nan stays nan and does not count
+    in the family size. ``p_(i)`` (the i-th smallest of m) becomes ``max_{j<=i} min(1, (m - j + 1) p_(j))``."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, math.nan)
+    keep = np.flatnonzero(np.isfinite(p))
+    m = keep.size
+    running = 0.0
+    for rank, i in enumerate(keep[np.argsort(p[keep], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * float(p[i])))
+        out[i] = running
+    return [float(x) for x in out]
+
+
 # ---------------------------------------------------------------------------------------------
 # Correlation
 # ---------------------------------------------------------------------------------------------

@@ -15,11 +15,12 @@ from pathlib import Path
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, read_json
-from lfo_cli.report import calibration, study
+from lfo_cli.report import calibration, declared, study
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import Writer, clean
 from lfo_cli.report.index import write_index
 from lfo_cli.report.load import assign_conditions, condition_order, load_runs
+from lfo_cli.report.plan import load_plan
 from lfo_cli.report.run_stats import seed_key
 from lfo_cli.report.training import training_sections
 from lfo_cli.report.wmil_section import wmil_section
@@ -59,6 +60,9 @@ def build_report(paths: list[Path], out: Path, corr_window: int | None = None) -
             study.study_section(rep, train, condition_order(train, "grpo", varying.get("grpo", [])), pd, plt)
         if calibration.applies(train):
             calibration.calibration_section(rep, train, pd)
+        plan = load_plan(paths)
+        if declared.applies(plan, train):
+            declared.declared_section(rep, plan, train, pd, plt)
     else:
         rep.notes.append("No training (`lfo train`, kind grpo) runs: learning curves, sample efficiency, ablations, "
                          "gradient norms, difficulty, behaviour and transfer sections are skipped.")

@@ -34,7 +34,7 @@ def per_step_means(cs: Conditions, keys) -> list[dict]:
 def step_panels(rep: Report, cs: Conditions, rows: list[dict], keys, stem: str, pd, plt) -> list[str]:
     """One panel per metric with at least two logged steps (a one-point panel shows nothing), each condition a
     line; writes STEM.csv and STEM.png. Returns the metrics drawn."""
-    g = pd.DataFrame(rows)
+    g = pd.DataFrame(rows, columns=["condition", "metric", "step", "mean", "n"])
     drawn = [k for k in keys if (g.metric == k).any() and g[g.metric == k].step.nunique() >= 2]
     if not drawn:
         return []

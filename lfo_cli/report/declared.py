@@ -1,0 +1,377 @@
+"""A declared study in `lfo report`: the plan committed before a grid (``plan.yaml`` beside its runs) and the
+comparisons it names, arm by arm against its reference arm, paired by seed.
+
+``plan.yaml`` (in a folder given to ``lfo report``; docs/study.md shows the reading study's)::
+
+    title: The reading study
+    primary: heldout/success/d2      # the outcome: each run's last evaluation of it
+    secondary: val/success/d2        # its AUC vs tasks seen: learning speed on the training companies
+    smallest_effect: 0.06            # the declared smallest detectable effect on the primary outcome
+    alpha: 0.05                      # family-wise over the arms (Holm)
+    mechanism: [heldout/probe_rate, heldout/form_holds_named]
+    reference: baseline
+    positive_control: positive-control
+    arms:                            # name -> the config values that make a run one of its seeds
+      baseline: {wm.coef: 0, env.probe_bonus: 0}
+      positive-control: {wm.coef: 0, env.probe_bonus: 0.2}
+
+Per arm against the reference (seeds both ran): the primary outcome's paired difference with a t-interval, the
+paired t-test's and Wilcoxon's p-values and both Holm-adjusted over the arms; the probability of improvement;
+the secondary AUC difference; the tasks-to-threshold ratio on the primary outcome (threshold: the reference's
+mean start + half its mean gain) or its bound; step 0 of the primary outcome and the AUC of its gain over step 0
+(for arms that start from another warm start); the median world-model / RL gradient ratio; the mechanism
+metrics, start and end; the primary outcome per department at the last evaluation (from the validation files'
+episodes). The positive control is *detected* when its interval lies above 0; otherwise the report says the
+design lacked power for that effect.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from lfo_cli import run_record as rr
+from lfo_cli import stats
+from lfo_cli.errors import LfoError
+from lfo_cli.eval import comparison
+from lfo_cli.io import read_json
+from lfo_cli.report.format import est, finite, num, pval
+from lfo_cli.report.load import Run
+from lfo_cli.report.plan import PLAN_FILE, Plan
+from lfo_cli.report.study import ratio_text
+
+THRESHOLD_FRACTION = 0.5  # tasks-to-threshold: the reference's mean start + this x its mean gain
+
+
+# ---------------------------------------------------------------------------------------------
+# One run's measures
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class ArmRun:
+    run: Run
+    x: list[float]  # tasks seen at each evaluation of the primary outcome
+    y: list[float]  # the primary outcome there
+    sec_x: list[float]
+    sec_y: list[float]
+    start: dict[str, float]
+    final: dict[str, float]
+    final_step: int | None
+    wm_over_rl: float | None  # the median over the run's probed steps
+
+    @property
+    def seed(self):
+        return self.run.seed
+
+    @property
+    def primary_start(self) -> float:
+        return self.y[0] if self.x and self.x[0] == 0 else math.nan
+
+    @property
+    def primary_final(self) -> float:
+        return self.y[-1] if self.y else math.nan
+
+    @property
+    def secondary_auc(self) -> float:
+        auc = stats.curve_auc(self.sec_x, self.sec_y) if self.sec_x else None
+        return math.nan if auc is None else auc
+
+    @property
+    def gain_auc(self) -> float:
+        """Area under (primary - its step-0 value) vs tasks seen, per task: what RL added to the warm start."""
+        if not finite(self.primary_start) or len(self.x) < 2:
+            return math.nan
+        auc = stats.curve_auc(self.x, [v - self.primary_start for v in self.y])
+        return math.nan if auc is None else auc
+
+
+def _curve(run: Run, metric: str) -> tuple[list[float], list[float], list[dict]]:
+    rows = sorted((r for r in run.rows if finite(r.get(metric)) and rr.TASKS_SEEN in r), key=lambda r: r[rr.STEP])
+    return [float(r[rr.TASKS_SEEN]) for r in rows], [float(r[metric]) for r in rows], rows
+
+
+def arm_run(run: Run, plan: Plan) -> ArmRun | None:
+    x, y, rows = _curve(run, plan.primary)
+    if not rows:
+        return None
+    sx, sy, _ = _curve(run, plan.secondary) if plan.secondary else ([], [], [])
+    ratios = [float(r[rr.GRAD_WM_OVER_RL]) for r in run.rows if finite(r.get(rr.GRAD_WM_OVER_RL))]
+    return ArmRun(run, x, y, sx, sy, dict(rows[0]) if rows[0][rr.STEP] == 0 else {}, dict(rows[-1]),
+                  int(rows[-1][rr.STEP]), statistics.median(ratios) if ratios else None)
+
+
+def departments(a: ArmRun, plan: Plan) -> dict[str, tuple[int, int]] | None:
+    """{department: (successes, episodes)} at the primary outcome's last evaluation, from the validation file
+    of its split (``heldout/...`` -> validation/heldout_step_N.json), difficulty filtered as the metric says;
+    None when the file or its episodes' departments are missing (runs recorded before they were kept)."""
+    split, _, rest = plan.primary.partition("/")
+    if a.final_step is None or split not in (rr.VAL, rr.HELDOUT):
+        return None
+    f = a.run.path / rr.VALIDATION_DIR / rr.validation_file(a.final_step, split)
+    if not f.is_file():
+        return None
+    try:
+        episodes = read_json(f).get(rr.VALIDATION_EPISODES) or []
+    except (LfoError, AttributeError):
+        return None
+    difficulty = rest.rsplit("/d", 1)[-1] if "/d" in rest else None
+    out: dict[str, list[int]] = {}
+    for e in episodes:
+        if not isinstance(e, dict) or not e.get("departments"):
+            return None
+        if difficulty is not None and str(e.get("difficulty")) != difficulty:
+            continue
+        tally = out.setdefault(str(e["departments"][0]), [0, 0])
+        tally[0] += bool(e.get("success"))
+        tally[1] += 1
+    return {k: (v[0], v[1]) for k, v in sorted(out.items())} or None
+
+
+# ---------------------------------------------------------------------------------------------
+# The section
+# ---------------------------------------------------------------------------------------------
+def applies(plan: Plan | None, train: list[Run]) -> bool:
+    return plan is not None and any(plan.arm_of(r) for r in train)
+
+
+def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
+    """Append the section to ``rep.md``, its tables and figure to ``rep.writer``; ``rep.summary["declared"]``."""
+    W = rep.writer
+    runs: dict[str, list[ArmRun]] = {a: [] for a in plan.arms}
+    unmatched = 0
+    for r in train:
+        arm = plan.arm_of(r)
+        a = arm_run(r, plan) if arm else None
+        if a is None:
+            unmatched += 1
+            continue
+        runs[arm].append(a)
+    for v in runs.values():
+        v.sort(key=lambda a: (a.seed is None, a.seed if isinstance(a.seed, int) else -1, a.run.name))
+    ref = plan.reference
+    arms = [a for a in plan.arms if a != ref and runs[a]]
+    P = plan.primary
+    rep.md.append(f"## {plan.title}: the declared comparisons\n")
+    rep.md.append(f"The plan: `{plan.path.name if plan.path else PLAN_FILE}`. Primary outcome `{P}` at each run's "
+                  f"last evaluation; every arm against `{ref}`, paired by seed; family-wise alpha {plan.alpha:g} "
+                  f"over {len(arms)} arm(s) (Holm)"
+                  + (f"; declared smallest detectable effect {num(plan.smallest_effect)}" if plan.smallest_effect
+                     else "") + ". Runs per arm: " + ", ".join(f"{a} {len(v)}" for a, v in runs.items())
+                  + (f"; {unmatched} run(s) outside the plan's arms are left out." if unmatched else ".") + "\n")
+    if not runs[ref]:
+        rep.md.append(f"Skipped: no run of the reference arm `{ref}`.\n")
+        rep.summary["declared"] = {"title": plan.title, "reference": ref, "comparisons": []}
+        return
+
+    _curves(rep, plan, runs, pd, plt)
+    by_seed = {a: {r.seed: r for r in v} for a, v in runs.items()}
+    base = runs[ref]
+    threshold = comparison.reachable_threshold([r.primary_start for r in base], [r.primary_final for r in base],
+                                               fraction=THRESHOLD_FRACTION)
+    rows = []
+    for arm in arms:
+        seeds = sorted(set(by_seed[ref]) & set(by_seed[arm]), key=lambda s: (s is None, s))
+        b = [by_seed[ref][s] for s in seeds]
+        t = [by_seed[arm][s] for s in seeds]
+        diff = comparison.paired_diff_ci([r.primary_final for r in t], [r.primary_final for r in b])
+        test = stats.paired_test([r.primary_final for r in t], [r.primary_final for r in b])
+        d = [x.primary_final - y.primary_final for x, y in zip(t, b, strict=True)]
+        sd = statistics.stdev(d) if len(d) >= 2 else math.nan
+        auc = comparison.paired_diff_ci([r.secondary_auc for r in t], [r.secondary_auc for r in b])
+        poi = comparison.probability_of_improvement([r.primary_final for r in runs[arm]],
+                                                    [r.primary_final for r in base])
+        ratio = _ratio(b, t, threshold)
+        rows.append({
+            "arm": arm, "reference": ref, "pairs": diff.n,
+            "primary_diff": diff.value, "primary_low": diff.low, "primary_high": diff.high,
+            "ttest_p": test.ttest_p, "wilcoxon_p": test.wilcoxon_p, "wins": test.wins, "losses": test.losses,
+            "p_improvement": poi.value, "p_improvement_low": poi.low, "p_improvement_high": poi.high,
+            "secondary_auc_diff": auc.value, "secondary_auc_low": auc.low, "secondary_auc_high": auc.high,
+            "ratio": ratio.get("ratio"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
+            "ratio_kind": ratio.get("kind", ""), "ratio_text": _ratio_text(ratio),
+            "start": _mean([r.primary_start for r in runs[arm]]), "gain_auc": _mean([r.gain_auc for r in runs[arm]]),
+            "wm_over_rl_median": _median([r.wm_over_rl for r in runs[arm]]),
+            "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / max(1, len(arms))),
+        })
+    for key in ("ttest_p", "wilcoxon_p"):
+        for r, adj in zip(rows, stats.holm([r[key] for r in rows]), strict=True):
+            r[f"{key}_holm"] = adj
+    ref_row = {"start": _mean([r.primary_start for r in base]), "gain_auc": _mean([r.gain_auc for r in base]),
+               "wm_over_rl_median": _median([r.wm_over_rl for r in base])}
+    W.csv("declared_comparisons.csv", pd.DataFrame(rows, columns=list(rows[0]) if rows else ["arm"]))
+    _comparison_table(rep, plan, rows, ref_row, threshold)
+    _runs_table(rep, plan, runs, pd)
+    _departments(rep, plan, runs, pd)
+    verdict = _positive_control(plan, rows)
+    if verdict:
+        rep.md.append(verdict + "\n")
+    rep.summary["declared"] = {"title": plan.title, "reference": ref, "primary": P, "threshold": threshold,
+                               "comparisons": rows, "positive_control": verdict}
+
+
+def _mean(xs) -> float:
+    v = [x for x in xs if finite(x)]
+    return sum(v) / len(v) if v else math.nan
+
+
+def _median(xs) -> float:
+    v = [x for x in xs if finite(x)]
+    return statistics.median(v) if v else math.nan
+
+
+def _ratio(b: list[ArmRun], t: list[ArmRun], threshold: float) -> dict:
+    if not finite(threshold) or not b:
+        return {"ratio": math.nan, "n": 0, "note": "no threshold: the reference did not gain"}
+    # held-out evaluations are few (start, end and every heldout_every steps): no smoothing window
+    to = [[stats.tasks_to_threshold(r.x, r.y, threshold, window=1) for r in side] for side in (b, t)]
+    return comparison.paired_ratio_ci(
+        [h if h is not None else max(r.x) for h, r in zip(to[0], b, strict=True)],
+        [h if h is not None else max(r.x) for h, r in zip(to[1], t, strict=True)],
+        censored_baseline=[h is None for h in to[0]], censored_treatment=[h is None for h in to[1]]).as_dict()
+
+
+def _ratio_text(ratio: dict) -> str:
+    return ratio_text(ratio) if ratio.get("n") else f"undefined ({ratio.get('note', 'no pairs')})"
+
+
+def _curves(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd, plt) -> None:
+    rows = []
+    for arm, rs in runs.items():
+        for metric, get in (("primary", lambda r: (r.x, r.y)), ("secondary", lambda r: (r.sec_x, r.sec_y))):
+            points: dict[float, list[float]] = {}
+            for r in rs:
+                for x, y in zip(*get(r), strict=True):
+                    points.setdefault(x, []).append(y)
+            for x in sorted(points):
+                e = stats.bootstrap_mean_ci(points[x], n_resamples=1999)
+                rows.append({"arm": arm, "metric": metric, "tasks_seen": x, "mean": e.value, "ci_low": e.low,
+                             "ci_high": e.high, "n": e.n})
+    df = pd.DataFrame(rows, columns=["arm", "metric", "tasks_seen", "mean", "ci_low", "ci_high", "n"])
+    rep.writer.csv("declared_curves.csv", df)
+    panels = [("primary", plan.primary)] + ([("secondary", plan.secondary)] if plan.secondary else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (metric, title) in zip(axes[0], panels, strict=True):
+        for i, arm in enumerate(runs):
+            sub = df[(df.arm == arm) & (df.metric == metric)]
+            if sub.empty:
+                continue
+            color = f"C{i % 10}"
+            ax.plot(sub.tasks_seen, sub["mean"], marker="o", ms=3, color=color, label=f"{arm} (n={len(runs[arm])})",
+                    linestyle="--" if arm == plan.reference else "-")
+            band = sub.dropna(subset=["ci_low", "ci_high"])
+            if not band.empty:
+                ax.fill_between(band.tasks_seen, band.ci_low, band.ci_high, color=color, alpha=0.12, linewidth=0)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("tasks seen (training prompts)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    rep.writer.figure("declared_curves.png", fig)
+    rep.md.append("![declared curves](declared_curves.png)\n\nMean over seeds with a 95% percentile-bootstrap band. "
+                  "Data: `declared_curves.csv`.\n")
+
+
+def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshold: float) -> None:
+    e = lambda r, k: est({"value": r[f"{k}_diff" if k != "p_improvement" else k], "low": r[f"{k}_low"],  # noqa: E731
+                          "high": r[f"{k}_high"], "n": r["pairs"]})
+    lines = [f"Threshold for tasks-to-threshold (the reference's mean start + {THRESHOLD_FRACTION} x its mean gain "
+             f"in `{plan.primary}`): **{num(threshold)}**. Intervals: t-intervals over seed pairs; p-values: paired "
+             "t-test and Wilcoxon signed-rank, each Holm-adjusted over the arms (raw in `declared_comparisons.csv`); "
+             "P(better): probability of improvement of the primary outcome, percentile bootstrap. *Smallest "
+             "detectable*: the difference this many pairs detect with 80% power at the arm's Holm-free alpha / arms, "
+             "from the observed paired spread.\n",
+             f"| arm | pairs | {plan.primary} diff [95% CI] | p (t, Holm) | p (Wilcoxon, Holm) | wins / losses | "
+             "P(better) | " + (f"{plan.secondary} AUC diff | " if plan.secondary else "")
+             + "tasks-to-threshold ratio reference/arm | step 0 | AUC of gain | median wm/rl | smallest detectable |",
+             "|---|---|---|---|---|---|---|" + ("---|" if plan.secondary else "") + "---|---|---|---|---|",
+             f"| {plan.reference} (reference) | - | - | - | - | - | - | " + ("- | " if plan.secondary else "")
+             + f"- | {num(ref_row['start'])} | {num(ref_row['gain_auc'])} | {num(ref_row['wm_over_rl_median'])} | - |"]
+    for r in rows:
+        lines.append(
+            f"| {r['arm']} | {r['pairs']} | {e(r, 'primary')} | {pval(r['ttest_p_holm'])} | {pval(r['wilcoxon_p_holm'])} | "
+            f"{r['wins']} / {r['losses']} | {e(r, 'p_improvement')} | "
+            + (f"{e(r, 'secondary_auc')} | " if plan.secondary else "")
+            + f"{r['ratio_text']} | {num(r['start'])} | {num(r['gain_auc'])} | {num(r['wm_over_rl_median'])} | "
+            f"{num(r['mde'])} |")
+    sentences = []
+    for r in rows:
+        p = r["ttest_p_holm"]
+        if not finite(r["primary_diff"]) or r["pairs"] < 2:
+            sentences.append(f"{r['arm']}: insufficient seed pairs for a comparison.")
+        elif finite(p) and p < plan.alpha:
+            word = "above" if r["primary_diff"] > 0 else "below"
+            sentences.append(f"{r['arm']}: `{plan.primary}` {word} the reference by {est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})} (Holm-adjusted t-test p {pval(p)}).")
+        else:
+            sentences.append(f"{r['arm']}: no effect detected on `{plan.primary}` (difference "
+                             f"{est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})}, "
+                             f"Holm-adjusted p {pval(p)}; this design detects about {num(r['mde'])} with 80% power).")
+    rep.md.append("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in sentences) + "\n")
+
+
+def _runs_table(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd) -> None:
+    rows = []
+    for arm, rs in runs.items():
+        for r in rs:
+            row = {"arm": arm, "seed": r.seed, "run": r.run.name, "status": r.run.status, "final_step": r.final_step,
+                   "primary_start": r.primary_start, "primary_final": r.primary_final,
+                   "secondary_auc": r.secondary_auc, "gain_auc": r.gain_auc,
+                   "wm_over_rl_median": r.wm_over_rl if r.wm_over_rl is not None else math.nan}
+            for m in plan.mechanism:
+                row[f"{m}_start"] = r.start.get(m, math.nan)
+                row[f"{m}_final"] = r.final.get(m, math.nan)
+            rows.append(row)
+    rep.writer.csv("declared_runs.csv", pd.DataFrame(rows))
+    if not plan.mechanism:
+        return
+    lines = ["### The mechanism\n", "Start -> last evaluation, mean over each arm's seeds.\n",
+             "| arm | n | " + " | ".join(f"`{m}`" for m in plan.mechanism) + " |",
+             "|---|---|" + "---|" * len(plan.mechanism)]
+    for arm, rs in runs.items():
+        if rs:
+            lines.append(f"| {arm} | {len(rs)} | " + " | ".join(
+                f"{num(_mean([r.start.get(m) for r in rs]))} -> {num(_mean([r.final.get(m) for r in rs]))}"
+                for m in plan.mechanism) + " |")
+    rep.md.append("\n".join(lines) + "\n\nPer run: `declared_runs.csv`.\n")
+
+
+def _departments(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd) -> None:
+    rows = []
+    missing = 0
+    for arm, rs in runs.items():
+        for r in rs:
+            dep = departments(r, plan)
+            if dep is None:
+                missing += 1
+                continue
+            for name, (won, n) in dep.items():
+                rows.append({"arm": arm, "seed": r.seed, "department": name, "successes": won, "episodes": n})
+    rep.md.append(f"### `{plan.primary}` per department (last evaluation)\n")
+    if not rows:
+        rep.md.append("Not recorded: the runs' validation files do not keep each episode's departments.\n")
+        return
+    df = pd.DataFrame(rows)
+    rep.writer.csv("declared_departments.csv", df)
+    pooled = df.groupby(["department", "arm"], sort=True)[["successes", "episodes"]].sum().reset_index()
+    arms = [a for a in runs if a in set(pooled.arm)]
+    lines = ["Success over every seed's episodes of the department (episodes in brackets).\n",
+             "| department | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    for dept, sub in pooled.groupby("department", sort=True):
+        cells = {r.arm: f"{r.successes / r.episodes:.2f} ({r.episodes})" for r in sub.itertuples()}
+        lines.append(f"| {dept} | " + " | ".join(cells.get(a, "-") for a in arms) + " |")
+    note = f" {missing} run(s) without departments in their files are left out." if missing else ""
+    rep.md.append("\n".join(lines) + f"\n\nData: `declared_departments.csv` (per seed).{note}\n")
+
+
+def _positive_control(plan: Plan, rows: list[dict]) -> str | None:
+    if not plan.positive_control:
+        return None
+    row = next((r for r in rows if r["arm"] == plan.positive_control), None)
+    if row is None or row["pairs"] < 2:
+        return f"**Positive control** (`{plan.positive_control}`): not enough paired seeds to judge."
+    ci = est({"value": row["primary_diff"], "low": row["primary_low"], "high": row["primary_high"], "n": row["pairs"]})
+    if finite(row["primary_low"]) and row["primary_low"] > 0:
+        return f"**Positive control** (`{plan.positive_control}`): detected, {ci}."
+    if finite(row["primary_high"]) and row["primary_high"] < 0:
+        return (f"**Positive control** (`{plan.positive_control}`): it lowered the outcome ({ci}): not a positive "
+                "control in this regime, so the design's power is not shown by it.")
+    return (f"**Positive control** (`{plan.positive_control}`): not detected ({ci}): the design lacked power for an "
+            "effect of that size, so a null for another arm bounds its effect only as loosely.")

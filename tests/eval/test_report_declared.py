@@ -1,0 +1,158 @@
+"""A declared study's section of `lfo report` (plan.yaml beside the runs) on hand-made run dirs with known
+answers: the paired primary difference, Holm over the arms, the positive control's verdict, the mechanism
+and per-department tables, and one error line for a bad plan."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lfo_cli.errors import LfoError
+from lfo_cli.report.build import build_report
+from lfo_cli.report.plan import load_plan
+from lfo_cli.stats import holm
+
+SEEDS = tuple(range(8))
+PLAN = {
+    "title": "The test study",
+    "primary": "heldout/success/d2",
+    "secondary": "val/success/d2",
+    "smallest_effect": 0.06,
+    "mechanism": ["heldout/probe_rate"],
+    "reference": "baseline",
+    "positive_control": "bonus",
+    "arms": {"baseline": {"wm.coef": 0, "env.probe_bonus": 0},
+             "bonus": {"wm.coef": 0, "env.probe_bonus": 0.2},
+             "shared": {"wm.coef": 0.01, "wm.coupling": "shared"}},
+}
+
+
+def _run(root: Path, name: str, seed: int, cfg_extra: dict, gain: float, start: float = 0.5) -> None:
+    """Held-out d2 = start -> start + gain (+ a seed wobble) at steps 0, 30, 60, 90; every episode's department."""
+    run = root / name
+    (run / "validation").mkdir(parents=True)
+    cfg = {"kind": "grpo", "seed": seed, "model": {"name": "micro"}, "wm": {"coef": 0, "coupling": "separate"},
+           "env": {"probe_bonus": 0}, "trainer": {"max_steps": 90}}
+    for k, v in cfg_extra.items():
+        section, key = k.split(".")
+        cfg[section][key] = v
+    (run / "recipe.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    (run / "run.json").write_text(json.dumps({"seed": seed, "config": cfg, "kind": "grpo"}))
+    wobble = 0.01 * (seed % 3)
+    rows = []
+    for i, step in enumerate((0, 30, 60, 90)):
+        y = start + wobble + gain * i / 3
+        row = {"step": step, "tasks_seen": 32 * step, "val/success": 0.5, "val/success/d2": 0.4 + gain * i / 3,
+               "heldout/success/d2": y, "heldout/probe_rate": 0.8 + 0.05 * i}
+        if cfg["wm"]["coef"] and step:
+            row["grad_norm/wm_over_rl"] = 0.02 * i
+        rows.append(row)
+        n = 100
+        won = round(y * n)
+        episodes = [{"task_id": f"t{j}", "difficulty": 2, "success": j < won, "turns": 3,
+                     "departments": ["billing" if j % 2 else "returns"]} for j in range(n)]
+        (run / "validation" / f"heldout_step_{step}.json").write_text(json.dumps({"step": step, "episodes": episodes}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "summary.json").write_text(json.dumps({"status": "complete", "steps": 90}))
+
+
+@pytest.fixture()
+def study(tmp_path):
+    root = tmp_path / "runs"
+    for s in SEEDS:
+        _run(root, f"baseline_s{s}", s, {}, gain=0.15)
+        _run(root, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + 0.06 + 0.01 * (s % 2))  # +6.5 points
+        _run(root, f"shared_s{s}", s, {"wm.coef": 0.01, "wm.coupling": "shared"},
+             gain=0.15 + (0.01 if s % 2 else -0.01))  # no effect
+    _run(root, "other_s0", 0, {"wm.coef": 0.5, "wm.coupling": "stacked"}, gain=0.3)  # in no arm: left out
+    (root / "plan.yaml").write_text(yaml.safe_dump(PLAN, sort_keys=False))
+    return root
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    with path.open(newline="") as fh:
+        return {r["arm"]: r for r in csv.DictReader(fh)}
+
+
+def test_declared_comparisons_have_the_known_answers(study, tmp_path):
+    out = tmp_path / "report"
+    summary = build_report([study], out)
+    rows = _rows(out / "declared_comparisons.csv")
+    assert set(rows) == {"bonus", "shared"}
+    bonus, shared = rows["bonus"], rows["shared"]
+    assert int(bonus["pairs"]) == 8 and float(bonus["primary_diff"]) == pytest.approx(0.065, abs=0.006)
+    assert float(bonus["primary_low"]) > 0 and int(bonus["wins"]) == 8
+    assert float(shared["primary_diff"]) == pytest.approx(0.0, abs=0.006) and float(shared["primary_low"]) < 0
+    # Holm over the two arms: the smaller raw p doubles, the larger is at least it
+    raw = [float(bonus["ttest_p"]), float(shared["ttest_p"])]
+    assert [float(bonus["ttest_p_holm"]), float(shared["ttest_p_holm"])] == pytest.approx(holm(raw))
+    assert float(bonus["ttest_p_holm"]) == pytest.approx(min(1.0, 2 * raw[0]))
+    assert float(rows["shared"]["wm_over_rl_median"]) == pytest.approx(0.04)  # steps 30, 60, 90: 0.02, 0.04, 0.06
+    index = (out / "index.md").read_text()
+    assert "## The test study: the declared comparisons" in index
+    assert "**Positive control** (`bonus`): detected" in index
+    assert "shared: no effect detected on `heldout/success/d2`" in index
+    assert "1 run(s) outside the plan's arms are left out" in index
+    assert summary["declared"]["reference"] == "baseline"
+    # the mechanism: the probe rate's start and end
+    assert "| baseline | 8 | 0.8 -> 0.95 |" in index
+    # per department at the last evaluation, pooled over seeds (every other episode is billing)
+    with (out / "declared_departments.csv").open(newline="") as fh:
+        deps = list(csv.DictReader(fh))
+    assert {d["department"] for d in deps} == {"billing", "returns"} and all(int(d["episodes"]) == 50 for d in deps)
+    assert "| billing |" in index and "(400)" in index
+
+
+def test_an_undetected_positive_control_says_the_design_lacked_power(study, tmp_path):
+    for s in SEEDS:  # the bonus now gains what the baseline gains, give or take a point
+        run = study / f"bonus_s{s}"
+        for f in run.rglob("*"):
+            if f.is_file():
+                f.unlink()
+        for d in sorted(run.rglob("*"), reverse=True):
+            d.rmdir()
+        run.rmdir()
+        _run(study, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + (0.01 if s % 2 else -0.01))
+    build_report([study], tmp_path / "report")
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert "**Positive control** (`bonus`): not detected" in index and "lacked power" in index
+
+
+def test_without_a_plan_no_declared_section(study, tmp_path):
+    (study / "plan.yaml").unlink()
+    summary = build_report([study], tmp_path / "report")
+    assert "declared" not in summary and not (tmp_path / "report" / "declared_comparisons.csv").exists()
+
+
+@pytest.mark.parametrize("plan, message", [
+    ("arms: [", "not valid YAML"),
+    ("- a list", "a study plan is a mapping"),
+    (yaml.safe_dump({**PLAN, "primry": "x"}), "unknown key(s) primry"),
+    (yaml.safe_dump({k: v for k, v in PLAN.items() if k != "arms"}), "'arms' is required"),
+    (yaml.safe_dump({**PLAN, "reference": "nope"}), "reference 'nope' is not one of the arms"),
+    (yaml.safe_dump({**PLAN, "alpha": 2}), "alpha must be in (0, 1)"),
+    (yaml.safe_dump({**PLAN, "arms": {"baseline": {}}}), "'arms' maps each arm's name"),
+])
+def test_a_bad_plan_is_one_error(tmp_path, plan, message):
+    (tmp_path / "plan.yaml").write_text(plan)
+    with pytest.raises(LfoError, match="plan.yaml") as exc:
+        load_plan([tmp_path])
+    assert message in str(exc.value)
+
+
+def test_a_run_in_two_arms_is_refused(study, tmp_path):
+    plan = {**PLAN, "arms": {**PLAN["arms"], "all_wm0": {"wm.coef": 0}}}
+    (study / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    with pytest.raises(LfoError, match="matches arms"):
+        build_report([study], tmp_path / "report")
+
+
+def test_holm_matches_its_definition():
+    assert holm([0.01, 0.04, 0.03, math.nan, 0.005]) == pytest.approx([0.03, 0.06, 0.06, math.nan, 0.02], nan_ok=True)
+    assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([0.01, 0.02]) == pytest.approx([0.02, 0.02])
+    assert holm([]) == []
