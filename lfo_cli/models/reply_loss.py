@@ -8,9 +8,11 @@ averaged per sequence and then over the batch, as the RL world-model term (``obs
 
 TRL's SFT builds its labels from ``assistant_masks`` while it prepares the data, and its collator keeps
 only the columns it knows; the trainer keeps a ``reply_masks`` column next to them
-(:class:`ReplyMaskCollator`) and computes both terms from one forward through TRL's ``compute_loss_func``
-hook. TRL methods overridden: ``compute_loss`` (it calls ``super()``) and the private
-``_set_signature_columns_if_needed`` (so the column survives TRL's column pruning).
+(:class:`ReplyMaskCollator`) and computes both terms from one forward. TRL methods overridden:
+``compute_loss`` (replaced, not extended: TRL's own builds no logits, so it keeps TRL's metrics itself:
+``entropy``, ``mean_token_accuracy``, ``num_tokens``; upgrade risk: the private ``_metrics``,
+``_total_train_tokens`` and ``_tp_size`` it updates) and the private ``_set_signature_columns_if_needed``
+(so the column survives TRL's column pruning).
 """
 
 from __future__ import annotations
@@ -49,19 +51,17 @@ class ReplyMaskCollator:
 def reply_loss_trainer(weight: float):
     """An ``SFTTrainer`` subclass that adds ``weight`` x the per-sequence reply-token cross-entropy.
 
-    It hands TRL a ``compute_loss_func``: TRL then runs the model's own forward with the full logits (one
-    graph for both terms) and its fused head without gradient for its entropy and accuracy metrics, which
-    stay the assistant tokens'. The assistant term is TRL's default (token sum over the step's label
-    tokens, ``num_items_in_batch``)."""
+    Its ``compute_loss`` (TRL's advice in place of the deprecated ``compute_loss_func``, which costs an extra
+    forward pass) runs one forward with the full logits and takes both terms and TRL's metrics from it: the
+    assistant term as TRL's own (token sum over the step's label tokens / ``num_items_in_batch``), and the
+    entropy, top-1 accuracy and token count TRL logs, on the label tokens as TRL computes them."""
     import torch
-    import torch.nn.functional as F
     from trl import SFTTrainer
 
     class ReplyLossSFTTrainer(SFTTrainer):
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, compute_loss_func=self._loss, **kwargs)
+            super().__init__(*args, **kwargs)
             self.data_collator = ReplyMaskCollator(self.data_collator)
-            self._batch: tuple | None = None  # (input_ids, reply_masks) of the micro-batch in compute_loss
 
         def _set_signature_columns_if_needed(self):
             super()._set_signature_columns_if_needed()
@@ -69,30 +69,59 @@ def reply_loss_trainer(weight: float):
                 self._signature_columns = [*self._signature_columns, REPLY_MASKS]
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            self._batch = (inputs["input_ids"], inputs.pop(REPLY_MASKS))
-            try:
-                return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                            num_items_in_batch=num_items_in_batch)
-            finally:
-                self._batch = None
-
-        def _loss(self, outputs, labels, num_items_in_batch=None):
-            input_ids, masks = self._batch
-            logits = outputs.logits[:, :-1].float()  # logits at t predict token t + 1
-            targets = labels[:, 1:]
-            ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
-            n = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
-            loss = ce / torch.as_tensor(n, device=ce.device).clamp(min=1)
-            reply = masks[:, 1:].to(logits.device)
-            counts = reply.sum(-1)
             mode = "train" if self.model.training else "eval"
-            if int(counts.sum()) > 0:
-                per_token = F.cross_entropy(logits.flatten(0, 1), input_ids[:, 1:].flatten(),
-                                            reduction="none").view_as(reply)
-                keep = counts > 0
-                reply_loss = ((per_token * reply).sum(-1)[keep] / counts[keep]).mean()
+            masks = inputs.pop(REPLY_MASKS)
+            labels = inputs["labels"]
+            outputs = model(**{k: v for k, v in inputs.items() if k != "labels"}, use_cache=False)
+            loss, reply_loss, metrics = reply_loss_terms(outputs.logits, labels, inputs["input_ids"], masks,
+                                                         num_items_in_batch)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:  # as TRL's
+                loss = loss * (self.accelerator.num_processes // self.get_tp_size())
+            if reply_loss is not None:
                 self._metrics[mode]["reply_loss"].append(float(reply_loss.detach()))
                 loss = loss + weight * reply_loss
-            return loss
+            gather = self.accelerator.gather_for_metrics
+            valid = gather(metrics["valid"]).sum()
+            for name in ("entropy", "mean_token_accuracy"):
+                total = gather(metrics[name]).sum()
+                self._metrics[mode][name].append((total / valid).item() if valid > 0 else 0.0)
+            if mode == "train":
+                if "attention_mask" in inputs:
+                    tokens = gather(inputs["attention_mask"].sum()).sum().item()
+                else:  # padding-free batches carry position_ids instead
+                    tokens = gather(torch.tensor(inputs["position_ids"].size(1), device=loss.device)).sum().item()
+                self._total_train_tokens += tokens // self._tp_size
+            self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+            return (loss, outputs) if return_outputs else loss
 
     return ReplyLossSFTTrainer
+
+
+def reply_loss_terms(logits, labels, input_ids, reply_masks_, num_items_in_batch=None):
+    """(assistant loss, reply loss or None, metric sums) from one forward's logits.
+
+    Assistant loss: the cross-entropy summed over the label tokens (``labels != -100``), over
+    ``num_items_in_batch`` (else their count). Reply loss: each sequence's mean cross-entropy over its reply
+    tokens (``reply_masks_`` == 1, predicted from the position before), then the mean over the sequences that
+    have any; None when none has. Metric sums over the label tokens: ``entropy``, ``mean_token_accuracy``
+    (top-1 equals the label) and ``valid`` (their count)."""
+    import torch
+
+    logp = logits[:, :-1].float().log_softmax(-1)  # the logits at t predict token t + 1
+    targets = labels[:, 1:]
+    valid = targets != -100
+    token_logp = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    n = num_items_in_batch if num_items_in_batch is not None else valid.sum()
+    loss = -(token_logp * valid).sum() / torch.as_tensor(n, device=logp.device).clamp(min=1)
+    with torch.no_grad():
+        entropy = -(logp.exp() * logp).sum(-1)
+        metrics = {"entropy": (entropy * valid).sum(), "valid": valid.sum(),
+                   "mean_token_accuracy": ((logp.argmax(-1) == targets) & valid).sum()}
+    reply = reply_masks_[:, 1:].to(logp.device)
+    counts = reply.sum(-1)
+    if int(counts.sum()) == 0:
+        return loss, None, metrics
+    reply_logp = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    keep = counts > 0
+    reply_loss = (-(reply_logp * reply).sum(-1)[keep] / counts[keep]).mean()
+    return loss, reply_loss, metrics

@@ -434,6 +434,10 @@ def test_a_world_model_warm_start_adds_the_replies_loss_on_the_same_steps(tmp_pa
     logged = [json.loads(line) for line in (tmp_path / "w0.5" / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("losses/reply_loss", 0) > 0 for r in logged)
     assert out[0.0] != out[0.5]
+    # its own compute_loss keeps every metric TRL's logs (entropy, token accuracy, tokens seen), as numbers
+    plain = [json.loads(line) for line in (tmp_path / "w0.0" / "metrics.jsonl").read_text().splitlines()]
+    assert {k for r in plain for k in r} <= {k for r in logged for k in r}
+    assert any(0 < r.get("charts/mean_token_accuracy", -1) <= 1 for r in logged)
 
 
 def test_fresh_companies_play_the_sft_tasks_in_a_world_of_their_own(small_world_dir):
