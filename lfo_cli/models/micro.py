@@ -400,7 +400,7 @@ def build(out_dir: Path, world: type[World] | None = None) -> dict[str, Any]:
     n_chars_sample = sum(len(t) for t in corpus[:2000])
     return {
         "name": model_name(world),
-        "key": out_dir.name,
+        "key": cache_path(world).name,  # out_dir is the build's temporary folder; the entry is renamed after
         "num_parameters": int(sum(p.numel() for p in model.parameters())),
         "vocab_size": len(tokenizer),
         "corpus_texts": len(corpus),

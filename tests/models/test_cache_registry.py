@@ -187,6 +187,7 @@ def test_micro_builds_offline_and_loads(tmp_path, monkeypatch, tiny_specs, tiny_
     info = cache.entry_info(micro.cache_path())
     assert info["num_parameters"] == sum(p.numel() for p in model.parameters())
     assert info["vocab_size"] == len(tok) == model.config.vocab_size
+    assert info["key"] == micro.cache_path().name  # the entry's own name, not the temporary folder it was built in
     assert tok.chat_template == __import__("trl").chat_template_utils.qwen2_5_chat_template
     rows = {r["name"]: r for r in registry.list_models(count_parameters=False)}
     assert rows["micro"]["cached"] and rows["micro"]["size_bytes"] > 0
