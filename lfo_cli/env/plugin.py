@@ -100,6 +100,10 @@ class CustomerServiceWorld(World):
 
     splits = SPLITS
     heldout_split = "transfer"
+    heldout_label = "held-out companies"
+    heldout_what = "companies training never drew from"
+    heldout_note = (" At difficulty 2 the policy cannot know a held-out company's exception: only probing (a call "
+                    "before the one form) solves it.")
 
     def tasks(self, split: str) -> list:
         if split not in self.data.tasks:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from lfo_cli import run_record as rr
 from lfo_cli import stats
+from lfo_cli.errors import LfoError
 from lfo_cli.report.document import Report
 from lfo_cli.report.efficiency import paired_verdict
 from lfo_cli.report.format import est, md_table, num, pval
 from lfo_cli.report.format import finite as _finite
+from lfo_cli.report.load import LATER_DEFAULTS
+from lfo_cli.worlds.base import World
+from lfo_cli.worlds.registry import world_class
 
 
 def final_metric_section(rep: Report, conds, by_cond, keys, stem, title, pd, plt, label) -> None:
@@ -45,8 +49,22 @@ def final_metric_section(rep: Report, conds, by_cond, keys, stem, title, pd, plt
     rep.md.append(f"![{stem}]({stem}.png)\n\n{md_table(wide)}\n\nMean over seeds [95% bootstrap CI]; data `{stem}.csv`.")
 
 
+def heldout_words(runs) -> tuple[str, str, str]:
+    """(label, what, note) for the runs' held-out split, from their world (`env.kind`); a generic wording when
+    the runs come from several worlds or the world's package is not installed."""
+    kinds = {r.config.get("env.kind", LATER_DEFAULTS["env.kind"]) for r in runs}
+    if len(kinds) == 1:
+        try:
+            w = world_class(kinds.pop())
+            return w.heldout_label, w.heldout_what, w.heldout_note
+        except LfoError:
+            pass
+    return World.heldout_label, World.heldout_what, World.heldout_note
+
+
 def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
-    rep.md.append("### Transfer to held-out companies\n")
+    label, what, note = heldout_words([s.run for c in conds for s in by_cond[c]])
+    rep.md.append(f"### Transfer to {label}\n")
     rows = []
     for c in conds:
         splits = sorted({k for s in by_cond[c] for k in s.run.transfer})
@@ -90,16 +108,15 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
     wide = wide.pivot(index="condition", columns="split", values="cell").reindex(conds).fillna("not measured").reset_index()
     held = "transfer" if "transfer" in splits else None
     if held is None:  # a check on the training companies' tasks is not transfer: never shown as if it were
-        msg = (f"Transfer to held-out companies was not measured: the evaluations found cover only "
-               f"{', '.join(splits)} (companies the policy trained on). The table shows them; it is not transfer.")
+        msg = (f"Transfer to {label} was not measured: the evaluations found cover only "
+               f"{', '.join(splits)} (what the policy trained on). The table shows them; it is not transfer.")
         rep.md.append(msg)
         rep.notes.append(msg)
     inrun = any(s.run.transfer.get(sp, {}).get("source") == "in-run" for c in conds for s in by_cond[c] for sp in splits)
     if inrun:
-        rep.md.append("Held-out companies (companies training never drew from) as evaluated inside each run at its "
-                      "last step (`eval.heldout_tasks`), where no `lfo transfer-eval` file covers them; "
-                      "`transfer/dK` is difficulty K. At difficulty 2 the policy cannot know a held-out company's "
-                      "exception: only probing (a call before the one form) solves it.")
+        rep.md.append(f"{label[0].upper()}{label[1:]} ({what}) as evaluated inside each run at its last step "
+                      "(`eval.heldout_tasks`), where no `lfo transfer-eval` file covers them; `transfer/dK` is "
+                      f"difficulty K.{note}")
     rep.md.append(f"![transfer](transfer.png)\n\n{md_table(wide)}\n\nMean success over seeds [95% bootstrap CI] "
                   "(n = seeds; episodes summed over them); data `transfer.csv`.")
     tests = []

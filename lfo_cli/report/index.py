@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lfo_cli import run_record as rr
 from lfo_cli.report.document import Report
+from lfo_cli.report.final_metrics import heldout_words
 from lfo_cli.report.format import est, num
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import Run
@@ -98,7 +99,7 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
         if none:
             nxt.append("more seed pairs if the smallest detectable difference is larger than the effect that matters")
     if not rep.summary.get("transfer"):
-        nxt.append("`lfo transfer-eval RUN --split transfer` on the finished runs (held-out companies)")
+        nxt.append(f"`lfo transfer-eval RUN --split transfer` on the finished runs ({heldout_words(train)[0]})")
     out = []
     if shows:
         out.append("What this shows: " + "; ".join(shows) + ".")
@@ -140,7 +141,8 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
             for row in held or rows:  # held-out companies overall when measured; per difficulty in the section
                 split = "" if held else f" {row['split']}"
                 parts.append(f"{row['condition']}{split} {est({'value': row['mean'], 'low': row['ci_low'], 'high': row['ci_high'], 'n': row['n']})}")
-            what = "success on held-out companies" if held else "success (no held-out companies: not transfer)"
+            label = heldout_words(train)[0]
+            what = f"success on {label}" if held else f"success (no {label}: not transfer)"
             head.append(f"- Transfer ({what}, mean [95% CI]): " + "; ".join(parts) + ".")
         corr = s.get("correlation") or {}
         if corr.get("n", 0) >= 4 and _finite(corr.get("r")):

@@ -161,6 +161,8 @@ class TextWorldWorld(World):
     system_prompt = SYSTEM_PROMPT
     splits = SPLITS
     heldout_split = "heldout"
+    heldout_label = "held-out games"
+    heldout_what = "games of unseen seeds; cooking games with foods and preparations training never saw"
     episode_fields = ("score_share", "lost", "steps", "invalid_tool_calls")
     teacher_policies = ("gold", "random")
     tokenizer_tokens = (OBS_OPEN, OBS_CLOSE, ACT_OPEN, ACT_CLOSE, REPLY_OPEN, REPLY_CLOSE)

@@ -123,6 +123,11 @@ class World(abc.ABC):
     # ---- tasks ----
     splits: ClassVar[tuple[str, ...]]  # the world's task splits
     heldout_split: ClassVar[str]  # the split of the transfer test (`lfo transfer-eval --split transfer`)
+    # How `lfo report` names that split's tasks: "Transfer to <heldout_label>", "<Heldout_label> (<heldout_what>)
+    # as evaluated ...", then the note (a sentence on what solving them takes, or "").
+    heldout_label: ClassVar[str] = "held-out tasks"
+    heldout_what: ClassVar[str] = "tasks of the world's held-out split, never trained on"
+    heldout_note: ClassVar[str] = ""
 
     @abc.abstractmethod
     def tasks(self, split: str) -> list:

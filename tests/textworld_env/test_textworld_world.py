@@ -131,7 +131,9 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
     # lfo report on the run: its curves and tables from the run's files, whatever the world
     report = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
     assert report.exit_code == 0, report.output
-    assert "1 runs (1 complete)" in (tmp_path / "report" / "index.md").read_text()
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert "1 runs (1 complete)" in index
+    assert "### Transfer to held-out games" in index and "compan" not in index.split("### Transfer")[1].split("###")[0]
     assert (tmp_path / "report" / "transfer.csv").read_text().count("\n") >= 2  # the held-out games' success
 
 
