@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from lfo_cli.errors import LfoError
+from lfo_cli.models.prompts import tool_methods
 from lfo_cli.recipes import register_kind
 from lfo_cli.worlds import WorldChoice, kinds, world_class
 from lfo_cli.worlds.noise import NoiseConfig
@@ -193,9 +194,8 @@ class TrainSection:
             raise LfoError("train.logging_steps and train.save_steps must be >= 1")
         if self.reply_loss_weight < 0:
             raise LfoError(f"train.reply_loss_weight must be >= 0, got {self.reply_loss_weight}")
-        known = {"search_company", "auth_info_form", "make_phone_call"}
-        if not self.reply_loss_tools or not set(self.reply_loss_tools) <= known:
-            raise LfoError(f"train.reply_loss_tools must name tools among {sorted(known)}, got {self.reply_loss_tools}")
+        if not self.reply_loss_tools:
+            raise LfoError("train.reply_loss_tools must name at least one tool")
 
 
 @dataclass
@@ -249,6 +249,11 @@ class WarmStartConfig:
         if self.data.policy not in world.teacher_policies:
             raise LfoError(f"data.policy={self.data.policy} is not a teacher of the {world.kind} world: "
                            f"{', '.join(world.teacher_policies)}")
+        if self.train.reply_loss_weight > 0:
+            known = sorted(m.__name__ for m in tool_methods(world.tools))
+            if not set(self.train.reply_loss_tools) <= set(known):
+                raise LfoError(f"train.reply_loss_tools must name tools of the {world.kind} world ({', '.join(known)}), "
+                               f"got {self.train.reply_loss_tools}")
 
 
 register_kind("warmstart", WarmStartConfig)

@@ -62,6 +62,11 @@ def test_recipes_resolve_and_reject_bad_input():
         load_recipe("warmstart_micro", ["data.policy=oracle"])  # the oracle is never imitated
     with pytest.raises(LfoError, match="unknown key 'train.epoch'"):
         load_recipe("warmstart_micro", ["train.epoch=2"])
+    # the reply loss names tools of the recipe's world: the rep's on customer service, act on TextWorld
+    with pytest.raises(LfoError, match=r"reply_loss_tools must name tools of the customer_service world \(auth_info_form, "
+                                       r"make_phone_call, search_company\), got \['act'\]"):
+        load_recipe("warmstart_reading_wm", ["train.reply_loss_tools=[act]"])
+    assert load_recipe("warmstart_textworld", ["train.reply_loss_weight=0.5", "train.reply_loss_tools=[act]"]).config
     result = CliRunner().invoke(app, ["train", "--recipe", "warmstart_micro", "--set", "eval.temperature=0",
                                       "--dry-run"])
     assert result.exit_code == 2 and "temperature" in result.output and "Traceback" not in result.output
