@@ -58,9 +58,9 @@ def build_report(paths: list[Path], out: Path, corr_window: int | None = None) -
         training_sections(rep, train, varying.get("grpo", []), corr_window, pd, plt)
         if study.applies(train):
             study.study_section(rep, train, condition_order(train, "grpo", varying.get("grpo", [])), pd, plt)
-        if calibration.applies(train):
-            calibration.calibration_section(rep, train, pd)
         plan = load_plan(paths)
+        if plan is None and calibration.applies(train):  # a declared study's arms are not calibration probes
+            calibration.calibration_section(rep, train, pd)
         if declared.applies(plan, train):
             declared.declared_section(rep, plan, train, pd, plt)
     else:

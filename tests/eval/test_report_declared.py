@@ -99,6 +99,7 @@ def test_declared_comparisons_have_the_known_answers(study, tmp_path):
     assert "shared: no effect detected on `heldout/success/d2`" in index
     assert "1 run(s) outside the plan's arms are left out" in index
     assert summary["declared"]["reference"] == "baseline"
+    assert "calibration" not in summary  # its wm arm logs wm_over_rl beside 8 baselines: not a calibration
     # the mechanism: the probe rate's start and end
     assert "| baseline | 8 | 0.8 -> 0.95 |" in index
     # per department at the last evaluation, pooled over seeds (every other episode is billing)
