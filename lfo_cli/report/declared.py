@@ -9,6 +9,7 @@ comparisons it names, arm by arm against its reference arm, paired by seed.
     smallest_effect: 0.06            # the declared smallest detectable effect on the primary outcome
     alpha: 0.05                      # family-wise over the arms (Holm)
     mechanism: [heldout/probe_rate, heldout/form_holds_named]
+    by: departments                  # the primary outcome per value of this episode field (optional)
     reference: baseline
     positive_control: positive-control
     arms:                            # name -> the config values that make a run one of its seeds
@@ -20,8 +21,8 @@ paired t-test's and Wilcoxon's p-values and both Holm-adjusted over the arms; th
 the secondary AUC difference; the tasks-to-threshold ratio on the primary outcome (threshold: the reference's
 mean start + half its mean gain) or its bound; step 0 of the primary outcome and the AUC of its gain over step 0
 (for arms that start from another warm start); the median world-model / RL gradient ratio; the mechanism
-metrics, start and end; the primary outcome per department at the last evaluation (from the validation files'
-episodes). The positive control is *detected* when its interval lies above 0; otherwise the report says the
+metrics, start and end; with ``by`` (an episode field of the validation files, e.g. ``departments``), the primary
+outcome per value of its first element at the last evaluation. The positive control is *detected* when its interval lies above 0; otherwise the report says the
 design lacked power for that effect.
 """
 
@@ -100,10 +101,11 @@ def arm_run(run: Run, plan: Plan) -> ArmRun | None:
                   int(rows[-1][rr.STEP]), statistics.median(ratios) if ratios else None)
 
 
-def departments(a: ArmRun, plan: Plan) -> dict[str, tuple[int, int]] | None:
-    """{department: (successes, episodes)} at the primary outcome's last evaluation, from the validation file
-    of its split (``heldout/...`` -> validation/heldout_step_N.json), difficulty filtered as the metric says;
-    None when the file or its episodes' departments are missing (runs recorded before they were kept)."""
+def breakdown(a: ArmRun, plan: Plan) -> dict[str, tuple[int, int]] | None:
+    """{value: (successes, episodes)} at the primary outcome's last evaluation, by the first element of the
+    episodes' ``plan.by`` field, from the validation file of its split (``heldout/...`` ->
+    validation/heldout_step_N.json), difficulty filtered as the metric says; None when the file or the
+    field is missing (runs recorded before it was kept)."""
     split, _, rest = plan.primary.partition("/")
     if a.final_step is None or split not in (rr.VAL, rr.HELDOUT):
         return None
@@ -117,11 +119,12 @@ def departments(a: ArmRun, plan: Plan) -> dict[str, tuple[int, int]] | None:
     difficulty = rest.rsplit("/d", 1)[-1] if "/d" in rest else None
     out: dict[str, list[int]] = {}
     for e in episodes:
-        if not isinstance(e, dict) or not e.get("departments"):
+        value = e.get(plan.by) if isinstance(e, dict) else None
+        if not value:
             return None
         if difficulty is not None and str(e.get("difficulty")) != difficulty:
             continue
-        tally = out.setdefault(str(e["departments"][0]), [0, 0])
+        tally = out.setdefault(str(value[0] if isinstance(value, list) else value), [0, 0])
         tally[0] += bool(e.get("success"))
         tally[1] += 1
     return {k: (v[0], v[1]) for k, v in sorted(out.items())} or None
@@ -201,7 +204,8 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
     W.csv("declared_comparisons.csv", pd.DataFrame(rows, columns=list(rows[0]) if rows else ["arm"]))
     _comparison_table(rep, plan, rows, ref_row, threshold)
     _runs_table(rep, plan, runs, pd)
-    _departments(rep, plan, runs, pd)
+    if plan.by:
+        _breakdown(rep, plan, runs, pd)
     verdict = _positive_control(plan, rows)
     if verdict:
         rep.md.append(verdict + "\n")
@@ -333,32 +337,32 @@ def _runs_table(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd) -> None:
     rep.md.append("\n".join(lines) + "\n\nPer run: `declared_runs.csv`.\n")
 
 
-def _departments(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd) -> None:
+def _breakdown(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd) -> None:
     rows = []
     missing = 0
     for arm, rs in runs.items():
         for r in rs:
-            dep = departments(r, plan)
-            if dep is None:
+            got = breakdown(r, plan)
+            if got is None:
                 missing += 1
                 continue
-            for name, (won, n) in dep.items():
-                rows.append({"arm": arm, "seed": r.seed, "department": name, "successes": won, "episodes": n})
-    rep.md.append(f"### `{plan.primary}` per department (last evaluation)\n")
+            for name, (won, n) in got.items():
+                rows.append({"arm": arm, "seed": r.seed, plan.by: name, "successes": won, "episodes": n})
+    rep.md.append(f"### `{plan.primary}` by `{plan.by}` (last evaluation)\n")
     if not rows:
-        rep.md.append("Not recorded: the runs' validation files do not keep each episode's departments.\n")
+        rep.md.append(f"Not recorded: the runs' validation files do not keep each episode's `{plan.by}`.\n")
         return
     df = pd.DataFrame(rows)
-    rep.writer.csv("declared_departments.csv", df)
-    pooled = df.groupby(["department", "arm"], sort=True)[["successes", "episodes"]].sum().reset_index()
+    rep.writer.csv(f"declared_by_{plan.by}.csv", df)
+    pooled = df.groupby([plan.by, "arm"], sort=True)[["successes", "episodes"]].sum().reset_index()
     arms = [a for a in runs if a in set(pooled.arm)]
-    lines = ["Success over every seed's episodes of the department (episodes in brackets).\n",
-             "| department | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
-    for dept, sub in pooled.groupby("department", sort=True):
+    lines = ["Success over every seed's episodes with that value (episodes in brackets).\n",
+             f"| {plan.by} | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    for value, sub in pooled.groupby(plan.by, sort=True):
         cells = {r.arm: f"{r.successes / r.episodes:.2f} ({r.episodes})" for r in sub.itertuples()}
-        lines.append(f"| {dept} | " + " | ".join(cells.get(a, "-") for a in arms) + " |")
-    note = f" {missing} run(s) without departments in their files are left out." if missing else ""
-    rep.md.append("\n".join(lines) + f"\n\nData: `declared_departments.csv` (per seed).{note}\n")
+        lines.append(f"| {value} | " + " | ".join(cells.get(a, "-") for a in arms) + " |")
+    note = f" {missing} run(s) without `{plan.by}` in their files are left out." if missing else ""
+    rep.md.append("\n".join(lines) + f"\n\nData: `declared_by_{plan.by}.csv` (per seed).{note}\n")
 
 
 def _positive_control(plan: Plan, rows: list[dict]) -> str | None:

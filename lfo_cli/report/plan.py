@@ -14,7 +14,7 @@ from lfo_cli.report.load import Run
 
 PLAN_FILE = "plan.yaml"
 _KEYS = {"title", "primary", "secondary", "smallest_effect", "alpha", "mechanism", "reference", "positive_control",
-         "arms"}
+         "arms", "by"}
 
 
 @dataclass
@@ -28,6 +28,7 @@ class Plan:
     alpha: float = 0.05
     mechanism: list[str] = field(default_factory=list)
     positive_control: str | None = None
+    by: str | None = None  # an episode field of the validation files: the primary outcome per its (first) value
     path: Path | None = None
 
     def arm_of(self, run: Run) -> str | None:
@@ -91,4 +92,5 @@ def _parse(f: Path) -> Plan:
     return Plan(title=str(raw["title"]), primary=str(raw["primary"]), arms={str(k): dict(v) for k, v in arms.items()},
                 reference=str(raw["reference"]), secondary=raw.get("secondary"),
                 smallest_effect=None if sde is None else float(sde), alpha=float(alpha), mechanism=list(mech),
-                positive_control=raw.get("positive_control"), path=f)
+                positive_control=raw.get("positive_control"),
+                by=None if raw.get("by") is None else str(raw["by"]), path=f)

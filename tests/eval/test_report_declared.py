@@ -24,6 +24,7 @@ PLAN = {
     "secondary": "val/success/d2",
     "smallest_effect": 0.06,
     "mechanism": ["heldout/probe_rate"],
+    "by": "departments",
     "reference": "baseline",
     "positive_control": "bonus",
     "arms": {"baseline": {"wm.coef": 0, "env.probe_bonus": 0},
@@ -103,9 +104,9 @@ def test_declared_comparisons_have_the_known_answers(study, tmp_path):
     # the mechanism: the probe rate's start and end
     assert "| baseline | 8 | 0.8 -> 0.95 |" in index
     # per department at the last evaluation, pooled over seeds (every other episode is billing)
-    with (out / "declared_departments.csv").open(newline="") as fh:
+    with (out / "declared_by_departments.csv").open(newline="") as fh:
         deps = list(csv.DictReader(fh))
-    assert {d["department"] for d in deps} == {"billing", "returns"} and all(int(d["episodes"]) == 50 for d in deps)
+    assert {d["departments"] for d in deps} == {"billing", "returns"} and all(int(d["episodes"]) == 50 for d in deps)
     assert "| billing |" in index and "(400)" in index
 
 
