@@ -34,11 +34,9 @@ from dataclasses import dataclass
 
 from lfo_cli import run_record as rr
 from lfo_cli import stats
-from lfo_cli.errors import LfoError
 from lfo_cli.eval import comparison
-from lfo_cli.io import read_json
 from lfo_cli.report.format import est, finite, num, pval
-from lfo_cli.report.load import Run
+from lfo_cli.report.load import Run, validation_episodes
 from lfo_cli.report.plan import PLAN_FILE, Plan
 from lfo_cli.report.study import ratio_text
 
@@ -109,12 +107,8 @@ def breakdown(a: ArmRun, plan: Plan) -> dict[str, tuple[int, int]] | None:
     split, _, rest = plan.primary.partition("/")
     if a.final_step is None or split not in (rr.VAL, rr.HELDOUT):
         return None
-    f = a.run.path / rr.VALIDATION_DIR / rr.validation_file(a.final_step, split)
-    if not f.is_file():
-        return None
-    try:
-        episodes = read_json(f).get(rr.VALIDATION_EPISODES) or []
-    except (LfoError, AttributeError):
+    episodes = validation_episodes(a.run.path, a.final_step, split)
+    if episodes is None:
         return None
     difficulty = rest.rsplit("/d", 1)[-1] if "/d" in rest else None
     out: dict[str, list[int]] = {}

@@ -142,31 +142,36 @@ def _transfer_files(path: Path) -> dict[str, dict]:
     return out
 
 
+def validation_episodes(path: Path, step: int, prefix: str = rr.VAL) -> list[dict] | None:
+    """The per-episode records of one evaluation, ``validation/[heldout_]step_N.json`` or its ``.gz`` (a
+    snapshot's, ``scripts/snapshot_runs.py``); None when missing or unreadable."""
+    import gzip
+
+    plain = rr.validation_file(step, prefix)
+    for name in (f"{plain}.gz", plain):
+        f = Path(path) / rr.VALIDATION_DIR / name
+        if f.is_file():
+            try:
+                with (gzip.open if name.endswith(".gz") else open)(f, "rt", encoding="utf-8") as fh:
+                    data = json.load(fh)
+            except (OSError, ValueError, EOFError):
+                return None
+            episodes = data.get(rr.VALIDATION_EPISODES) if isinstance(data, dict) else None
+            return episodes if isinstance(episodes, list) and all(isinstance(e, dict) for e in episodes) else None
+    return None
+
+
 def _inrun_heldout(path: Path, rows: list[dict]) -> dict[str, dict]:
     """The run's last evaluation on held-out companies (``heldout/...`` rows; the callback plays them at
     step 0 and at the end) as the ``transfer`` split, and ``transfer/dK`` per difficulty: companies
     training never drew from, so it is transfer, measured inside the run. Episodes are counted from
     ``validation/heldout_step_N.json[.gz]`` (provenance only: an unreadable file leaves them unknown)."""
-    import gzip
-
     held = [r for r in rows if isinstance(r.get(rr.HELDOUT_SUCCESS), (int, float))]
     if not held:
         return {}
     last = held[-1]
     step = int(last[rr.STEP])
-    episodes = None
-    plain = rr.validation_file(step, rr.HELDOUT)
-    for name in (f"{plain}.gz", plain):
-        f = path / rr.VALIDATION_DIR / name
-        if f.is_file():
-            try:
-                with (gzip.open if name.endswith(".gz") else open)(f, "rt", encoding="utf-8") as fh:
-                    data = json.load(fh)
-                episodes = data.get(rr.VALIDATION_EPISODES) if isinstance(data, dict) else None
-            except (OSError, ValueError, EOFError):
-                episodes = None
-            break
-    episodes = episodes if isinstance(episodes, list) and all(isinstance(e, dict) for e in episodes) else None
+    episodes = validation_episodes(path, step, rr.HELDOUT)
     source = f"{rr.METRICS_FILE} step {step} (in-run held-out)"
     out = {"transfer": {"success": float(last[rr.HELDOUT_SUCCESS]), "source": "in-run", "file": source,
                         "n": len(episodes) if episodes is not None else None}}

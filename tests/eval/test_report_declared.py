@@ -5,6 +5,7 @@ and per-department tables, and one error line for a bad plan."""
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 from pathlib import Path
@@ -57,7 +58,11 @@ def _run(root: Path, name: str, seed: int, cfg_extra: dict, gain: float, start: 
         won = round(y * n)
         episodes = [{"task_id": f"t{j}", "difficulty": 2, "success": j < won, "turns": 3,
                      "departments": ["billing" if j % 2 else "returns"]} for j in range(n)]
-        (run / "validation" / f"heldout_step_{step}.json").write_text(json.dumps({"step": step, "episodes": episodes}))
+        text = json.dumps({"step": step, "episodes": episodes})
+        if seed % 2:  # a snapshot's validation files are gzipped (scripts/snapshot_runs.py): both are read
+            (run / "validation" / f"heldout_step_{step}.json.gz").write_bytes(gzip.compress(text.encode()))
+        else:
+            (run / "validation" / f"heldout_step_{step}.json").write_text(text)
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run / "summary.json").write_text(json.dumps({"status": "complete", "steps": 90}))
 
