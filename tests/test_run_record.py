@@ -117,6 +117,7 @@ def _run_dir(what: str, path: Path) -> Written:
 SPECIAL = {
     "STATUS_COMPLETE": lambda w: w.summary.get(rr.STATUS) == rr.STATUS_COMPLETE,
     "HELDOUT": lambda w: any(k.startswith(f"{rr.HELDOUT}/") for k in w.keys),
+    "VAL": lambda w: any(k.startswith(f"{rr.VAL}/") for k in w.keys),
     "validation_file": lambda w: w.path is not None
     and (w.path / rr.VALIDATION_DIR / rr.validation_file(0, rr.HELDOUT)).is_file(),
 }
