@@ -10,10 +10,13 @@ The rule (the reading study's, committed before its grid):
    (``1 - frac_reward_zero_std``, GRPO's only source of policy gradient). A run-level value is the mean
    of the metric over the run's second half (steps past half its last step), where a world-model term
    that destabilises RL shows.
-2. *Measurable gradient*: the median of ``grad_norm/wm_over_rl`` (the world-model part of the policy's
-   gradient over the RL part, on probed steps) is at least ``min_ratio``.
-3. Per coupling, the chosen lambda is the largest rung whose run is inside the band on every metric and
-   sends measurable gradient; none qualifies -> no lambda (the report says so).
+2. *Measurable, not dominant gradient*: the median of ``grad_norm/wm_over_rl`` (the world-model part of the
+   policy's gradient over the RL part, on probed steps) is at least ``min_ratio`` and at most ``max_ratio``
+   (1: RL stays the larger part of the policy's gradient; above it the world model steers the policy, the
+   observation study's uncalibrated arms, which the band's metrics alone do not flag).
+3. Per coupling, the chosen lambda is the largest rung inside the band on every metric whose gradient is
+   measurable and not dominant; none qualifies -> no lambda (the report says so). A rung probed on several
+   seeds is judged on the mean of its seeds' run-level values and the median over all their probed steps.
 
 :func:`calibrate` applies it to loaded runs; :func:`calibration_section` writes it into a report when the
 runs hold a calibration (>= 2 baselines and some run with ``grad_norm/wm_over_rl``).
@@ -37,6 +40,7 @@ class CalibrationRule:
     metrics: tuple[str, ...] = (rr.ENTROPY, rr.VAL_VALID_TOOL_CALL_RATE, "groups_with_variance")
     tolerance: float = 0.10  # the band's widening, a share of the baseline mean on each side
     min_ratio: float = 0.01  # median world-model / RL gradient that counts as measurable
+    max_ratio: float | None = 1.0  # ... and the most it may be: RL stays the larger part (None: no ceiling)
     min_baselines: int = 2
 
 
@@ -77,20 +81,27 @@ def calibrate(probes: list[dict[str, Any]], baselines: list[list[dict]],
     table (one row per probe: each metric's value and whether it is in the band, the median ratio, whether
     it qualifies), the chosen lambda per coupling (None where no rung qualifies) and the band."""
     band = stability_band(baselines, rule)
+    rungs: dict[tuple, list[dict]] = {}
+    for probe in probes:
+        rungs.setdefault((probe["coupling"], probe["coef"]), []).append(probe)
     table = []
-    for probe in sorted(probes, key=lambda p: (p["coupling"], p["coef"], str(p.get("seed")))):
-        row: dict[str, Any] = {"coupling": probe["coupling"], "coef": probe["coef"], "seed": probe.get("seed")}
+    for (coupling, coef), group in sorted(rungs.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        seeds = sorted((p.get("seed") for p in group), key=str)
+        row: dict[str, Any] = {"coupling": coupling, "coef": coef, "seed": seeds[0] if len(seeds) == 1 else
+                               ",".join(str(x) for x in seeds), "seeds": len(group)}
         inside = bool(band)
         for metric in rule.metrics:
-            value = second_half_mean(probe["rows"], metric)
+            values = [v for p in group if (v := second_half_mean(p["rows"], metric)) is not None]
+            value = statistics.fmean(values) if values else None
             lo_hi = band.get(metric)
             ok = value is not None and lo_hi is not None and lo_hi[0] <= value <= lo_hi[1]
             row[metric], row[f"{metric} in band"] = value, ok
             inside = inside and ok
-        ratio = median_ratio(probe["rows"])
+        ratio = median_ratio([r for p in group for r in p["rows"]])
         row["median wm_over_rl"] = ratio
         row["in band"] = inside
-        row["qualifies"] = inside and ratio is not None and ratio >= rule.min_ratio
+        row["qualifies"] = (inside and ratio is not None and ratio >= rule.min_ratio
+                            and (rule.max_ratio is None or ratio <= rule.max_ratio))
         table.append(row)
     chosen: dict[str, Any] = {}
     for coupling in sorted({p["coupling"] for p in probes}):
@@ -114,21 +125,26 @@ def calibration_section(rep, train: list[Run], pd) -> None:
     table, chosen, band = calibrate(probes, baselines, rule)
     rep.writer.csv("calibration.csv", pd.DataFrame(table))
     rep.summary["calibration"] = {"chosen": chosen, "band": {k: list(v) for k, v in band.items()},
-                                  "rule": {"tolerance": rule.tolerance, "min_ratio": rule.min_ratio}}
+                                  "rule": {"tolerance": rule.tolerance, "min_ratio": rule.min_ratio,
+                                           "max_ratio": rule.max_ratio}}
+    ceiling = f" and at most {rule.max_ratio:g} (RL stays the larger part)" if rule.max_ratio is not None else ""
     lines = ["## Calibration: lambda per coupling\n",
              f"The stability band from {len(baselines)} baseline runs (each metric's range over their second "
              f"halves, widened by {rule.tolerance:.0%} of the mean): "
              + "; ".join(f"{m} [{lo:.3f}, {hi:.3f}]" for m, (lo, hi) in band.items()) + ". A rung qualifies when its "
-             f"run stays inside on every metric and the median world-model / RL gradient ratio is >= {rule.min_ratio}.\n",
-             "| coupling | lambda | " + " | ".join(rule.metrics) + " | median wm/rl | qualifies |",
-             "|---|---:|" + "---:|" * len(rule.metrics) + "---:|---|"]
+             f"run stays inside on every metric and the median world-model / RL gradient ratio is >= {rule.min_ratio:g}"
+             f"{ceiling}; a rung probed on several seeds is judged on their mean.\n",
+             "| coupling | lambda | seeds | " + " | ".join(rule.metrics) + " | median wm/rl | qualifies |",
+             "|---|---:|---:|" + "---:|" * len(rule.metrics) + "---:|---|"]
     for r in table:
         cells = [f"{r[m]:.3f}{'' if r[f'{m} in band'] else ' (out)'}" if r[m] is not None else "-" for m in rule.metrics]
         ratio = "-" if r["median wm_over_rl"] is None else f"{r['median wm_over_rl']:.3g}"
-        lines.append(f"| {r['coupling']} | {r['coef']:g} | " + " | ".join(cells) + f" | {ratio} | "
+        lines.append(f"| {r['coupling']} | {r['coef']:g} | {r['seeds']} | " + " | ".join(cells) + f" | {ratio} | "
                      f"{'yes' if r['qualifies'] else 'no'} |")
-    lines.append("")
-    lines += [f"- `{c}`: " + (f"lambda {v:g}" if v is not None else "no rung qualifies (none stays in the band with "
-                                                                       "measurable gradient)") for c, v in chosen.items()]
-    lines.append("")
-    rep.md.extend(lines)
+    rep.md.append(lines[0])
+    rep.md.append(lines[1])
+    rep.md.append("\n".join(lines[2:]) + "\n")
+    rep.md.append("\n".join(f"- `{c}`: " + (f"lambda {v:g}" if v is not None else "no rung qualifies (none stays in the "
+                                                                                "band with measurable, not dominant "
+                                                                                "gradient)")
+                            for c, v in chosen.items()) + "\n")

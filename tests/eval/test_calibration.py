@@ -47,6 +47,16 @@ def test_the_largest_stable_rung_with_measurable_gradient_is_chosen_per_coupling
     assert by[("stacked", 0.005)]["in band"] and not by[("stacked", 0.005)]["qualifies"]
     assert not by[("stacked", 0.5)]["entropy in band"] and not by[("stacked", 0.5)]["in band"]
     assert by[("stacked", 0.05)]["median wm_over_rl"] == pytest.approx(0.2)
+    # in the band but the world model outweighs RL (the ceiling, 1): not calibrated; without the ceiling it is
+    steering = probes[:2] + [{"coupling": "stacked", "coef": 0.5, "rows": rows(0.56, 0.96, 0.45, ratio=8.6)}]
+    assert calibrate(steering, BASELINES)[1] == {"stacked": 0.05}
+    assert calibrate(steering, BASELINES, CalibrationRule(max_ratio=None))[1] == {"stacked": 0.5}
+    # a rung probed on two seeds is judged on their mean: one seed just outside, the other well inside
+    two = [{"coupling": "shared", "coef": 0.005, "seed": 0, "rows": rows(0.44, 0.96, 0.45, ratio=0.05)},
+           {"coupling": "shared", "coef": 0.005, "seed": 1, "rows": rows(0.56, 0.96, 0.45, ratio=0.07)}]
+    assert calibrate(two[:1], BASELINES)[1] == {"shared": None}
+    table, chosen, _ = calibrate(two, BASELINES)
+    assert chosen == {"shared": 0.005} and table[0]["seeds"] == 2 and table[0]["entropy"] == pytest.approx(0.50)
     # a probe without the ratio (never probed, or no reward variance) cannot qualify
     table, chosen, _ = calibrate([{"coupling": "separate", "coef": 0.5, "rows": rows(0.55, 0.96, 0.45)}], BASELINES)
     assert chosen == {"separate": None} and table[0]["median wm_over_rl"] is None
