@@ -113,10 +113,10 @@ def reply_loss_terms(logits, labels, input_ids, reply_masks_, num_items_in_batch
     token_logp = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     n = num_items_in_batch if num_items_in_batch is not None else valid.sum()
     loss = -(token_logp * valid).sum() / torch.as_tensor(n, device=logp.device).clamp(min=1)
-    with torch.no_grad():
-        entropy = -(logp.exp() * logp).sum(-1)
-        metrics = {"entropy": (entropy * valid).sum(), "valid": valid.sum(),
-                   "mean_token_accuracy": ((logp.argmax(-1) == targets) & valid).sum()}
+    with torch.no_grad():  # on the label tokens only, as TRL's metrics
+        on_labels = logp[valid]
+        metrics = {"entropy": -(on_labels.exp() * on_labels).sum(), "valid": valid.sum(),
+                   "mean_token_accuracy": (on_labels.argmax(-1) == targets[valid]).sum()}
     reply = reply_masks_[:, 1:].to(logp.device)
     counts = reply.sum(-1)
     if int(counts.sum()) == 0:

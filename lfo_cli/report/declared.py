@@ -38,6 +38,7 @@ from lfo_cli.eval import comparison
 from lfo_cli.report.format import est, finite, num, pval
 from lfo_cli.report.load import Run, validation_episodes
 from lfo_cli.report.plan import PLAN_FILE, Plan
+from lfo_cli.report.run_stats import draw_band, mean_band
 from lfo_cli.report.study import ratio_text
 
 THRESHOLD_FRACTION = 0.5  # tasks-to-threshold: the reference's mean start + this x its mean gain
@@ -185,7 +186,7 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
             "p_improvement": poi.value, "p_improvement_low": poi.low, "p_improvement_high": poi.high,
             "secondary_auc_diff": auc.value, "secondary_auc_low": auc.low, "secondary_auc_high": auc.high,
             "ratio": ratio.get("ratio"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
-            "ratio_kind": ratio.get("kind", ""), "ratio_text": _ratio_text(ratio),
+            "ratio_kind": ratio.get("kind", ""), "ratio_text": ratio_text(ratio),
             "start": _mean([r.primary_start for r in runs[arm]]), "gain_auc": _mean([r.gain_auc for r in runs[arm]]),
             "wm_over_rl_median": _median([r.wm_over_rl for r in runs[arm]]),
             "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / max(1, len(arms))),
@@ -228,22 +229,11 @@ def _ratio(b: list[ArmRun], t: list[ArmRun], threshold: float) -> dict:
         censored_baseline=[h is None for h in to[0]], censored_treatment=[h is None for h in to[1]]).as_dict()
 
 
-def _ratio_text(ratio: dict) -> str:
-    return ratio_text(ratio) if ratio.get("n") else f"undefined ({ratio.get('note', 'no pairs')})"
-
-
 def _curves(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd, plt) -> None:
-    rows = []
-    for arm, rs in runs.items():
-        for metric, get in (("primary", lambda r: (r.x, r.y)), ("secondary", lambda r: (r.sec_x, r.sec_y))):
-            points: dict[float, list[float]] = {}
-            for r in rs:
-                for x, y in zip(*get(r), strict=True):
-                    points.setdefault(x, []).append(y)
-            for x in sorted(points):
-                e = stats.bootstrap_mean_ci(points[x], n_resamples=1999)
-                rows.append({"arm": arm, "metric": metric, "tasks_seen": x, "mean": e.value, "ci_low": e.low,
-                             "ci_high": e.high, "n": e.n})
+    rows = [{"arm": arm, "metric": metric, **row}
+            for arm, rs in runs.items()
+            for metric, get in (("primary", lambda r: (r.x, r.y)), ("secondary", lambda r: (r.sec_x, r.sec_y)))
+            for row in mean_band(get(r) for r in rs)]
     df = pd.DataFrame(rows, columns=["arm", "metric", "tasks_seen", "mean", "ci_low", "ci_high", "n"])
     rep.writer.csv("declared_curves.csv", df)
     panels = [("primary", plan.primary)] + ([("secondary", plan.secondary)] if plan.secondary else [])
@@ -253,12 +243,7 @@ def _curves(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd, plt) -> None:
             sub = df[(df.arm == arm) & (df.metric == metric)]
             if sub.empty:
                 continue
-            color = f"C{i % 10}"
-            ax.plot(sub.tasks_seen, sub["mean"], marker="o", ms=3, color=color, label=f"{arm} (n={len(runs[arm])})",
-                    linestyle="--" if arm == plan.reference else "-")
-            band = sub.dropna(subset=["ci_low", "ci_high"])
-            if not band.empty:
-                ax.fill_between(band.tasks_seen, band.ci_low, band.ci_high, color=color, alpha=0.12, linewidth=0)
+            draw_band(ax, sub, f"C{i % 10}", f"{arm} (n={len(runs[arm])})", dashed=arm == plan.reference)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("tasks seen (training prompts)")
     axes[0][0].legend(fontsize=7)

@@ -19,6 +19,30 @@ SMOOTH_WINDOW = 3  # evaluations in the trailing mean behind tasks-to-threshold 
 BAND_RESAMPLES = 1999  # bootstrap resamples per learning-curve point (bands only; tables use 9,999)
 
 
+
+def mean_band(curves) -> list[dict]:
+    """Pool ``curves`` (an iterable of (xs, ys), one per seed) by x: at each x the mean over seeds with a
+    percentile-bootstrap band (``BAND_RESAMPLES``), as rows {tasks_seen, mean, ci_low, ci_high, n} sorted by x;
+    non-finite values are left out."""
+    points: dict[float, list[float]] = {}
+    for xs, ys in curves:
+        for x, y in zip(xs, ys, strict=True):
+            if y is not None and math.isfinite(y):
+                points.setdefault(x, []).append(y)
+    out = []
+    for x in sorted(points):
+        e = stats.bootstrap_mean_ci(points[x], n_resamples=BAND_RESAMPLES)
+        out.append({"tasks_seen": x, "mean": e.value, "ci_low": e.low, "ci_high": e.high, "n": e.n})
+    return out
+
+
+def draw_band(ax, sub, color: str, label: str, dashed: bool, alpha: float = 0.12) -> None:
+    """One group's mean line and its band (where a point has one) from rows of :func:`mean_band`."""
+    ax.plot(sub.tasks_seen, sub["mean"], marker="o", ms=3, color=color, label=label, linestyle="--" if dashed else "-")
+    band = sub.dropna(subset=["ci_low", "ci_high"])
+    if not band.empty:
+        ax.fill_between(band.tasks_seen, band.ci_low, band.ci_high, color=color, alpha=alpha, linewidth=0)
+
 @dataclass
 class RunStats:
     run: Run

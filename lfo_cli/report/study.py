@@ -29,7 +29,7 @@ from lfo_cli import stats
 from lfo_cli.eval import comparison
 from lfo_cli.report.format import est, finite, num
 from lfo_cli.report.load import Run
-from lfo_cli.report.run_stats import SMOOTH_WINDOW
+from lfo_cli.report.run_stats import SMOOTH_WINDOW, draw_band, mean_band
 
 D2 = rr.VAL_SUCCESS_D2
 THRESHOLD_FRACTION = 0.5  # the reachable threshold: baseline start + this x the baseline's mean gain
@@ -134,30 +134,17 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     treatments = [c for c in runs if c != base and runs[c][0].run.role != "baseline"]
 
     # ---- curves: d2 and overall success vs tasks seen, mean and band over seeds -----------------
-    rows = []
-    for c, ss in runs.items():
-        for metric, get in (("d2", lambda s: s.d2), ("overall", lambda s: s.overall)):
-            points: dict[float, list[float]] = {}
-            for s in ss:
-                for x, y in zip(s.x, get(s), strict=True):
-                    if finite(y):
-                        points.setdefault(x, []).append(y)
-            for x in sorted(points):
-                e = stats.bootstrap_mean_ci(points[x], n_resamples=1999)
-                rows.append({"condition": c, "metric": metric, "tasks_seen": x, "mean": e.value, "ci_low": e.low,
-                             "ci_high": e.high, "n": e.n})
+    rows = [{"condition": c, "metric": metric, **row}
+            for c, ss in runs.items()
+            for metric, get in (("d2", lambda s: s.d2), ("overall", lambda s: s.overall))
+            for row in mean_band((s.x, get(s)) for s in ss)]
     curves = pd.DataFrame(rows, columns=["condition", "metric", "tasks_seen", "mean", "ci_low", "ci_high", "n"])
     W.csv("study_curves.csv", curves)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=False)
     for ax, metric, title in ((axes[0], "d2", "d2 success (company exceptions)"), (axes[1], "overall", "success, d1 and d2")):
         for i, c in enumerate(runs):
             sub = curves[(curves.condition == c) & (curves.metric == metric)]
-            color = f"C{i % 10}"
-            ax.plot(sub.tasks_seen, sub["mean"], marker="o", ms=3, color=color, label=f"{c} (n={len(runs[c])})",
-                    linestyle="--" if c == base else "-")
-            band = sub.dropna(subset=["ci_low", "ci_high"])
-            if not band.empty:
-                ax.fill_between(band.tasks_seen, band.ci_low, band.ci_high, color=color, alpha=0.12, linewidth=0)
+            draw_band(ax, sub, f"C{i % 10}", f"{c} (n={len(runs[c])})", dashed=c == base)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("tasks seen (training prompts)")
         ax.set_ylabel("validation success")
