@@ -229,17 +229,20 @@ def test_the_report_records_the_commit_each_run_trained_with(study_runs, tmp_pat
 
 
 @pytest.mark.slow
-def test_the_committed_observation_study_regenerates_byte_for_byte(tmp_path, monkeypatch):
-    """reports/studies/observation_cpu is rebuilt from its committed run files alone, file for file, as
-    `lfo report reports/studies/observation_cpu/runs --out DIR` run at the repository's root makes it."""
+@pytest.mark.parametrize(
+    ("study_dir", "runs"), [("observation_cpu", 20), ("reading_cpu/calibration", 13)], ids=["observation", "calibration"]
+)
+def test_a_committed_study_regenerates_byte_for_byte(tmp_path, monkeypatch, study_dir, runs):
+    """A committed study is rebuilt from its committed run files alone, file for file, as
+    `lfo report reports/studies/STUDY/runs --out DIR` run at the repository's root makes it."""
     from pathlib import Path
 
     from lfo_cli.report.build import build_report
 
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)
-    study = root / "reports" / "studies" / "observation_cpu"
-    summary = build_report([Path("reports/studies/observation_cpu/runs")], tmp_path)
-    assert summary["training_runs"] == 20
+    study = root / "reports" / "studies" / study_dir
+    summary = build_report([Path("reports/studies") / study_dir / "runs"], tmp_path)
+    assert summary["training_runs"] == runs
     for name in summary["files"]:
         assert (tmp_path / name).read_bytes() == (study / name).read_bytes(), name
