@@ -7,10 +7,13 @@ environment resolves their ids), seeded so that every run on a world sees the sa
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from collections import Counter
 
-from lfo_cli.env.tasks import fresh_heldout_tasks, fresh_training_tasks, select_companies
-from lfo_cli.env.world import DIFFICULTIES
+from lfo_cli.env.generate import generate_world
+from lfo_cli.env.tasks import draw_tasks, fresh_heldout_tasks, fresh_training_tasks, select_companies
+from lfo_cli.env.world import DIFFICULTIES, normalize_name, normalize_phone, sub_seed
 from lfo_cli.errors import LfoError
 from lfo_cli.worlds.tasks import stratified_tasks
 
@@ -26,12 +29,60 @@ def training_tasks(world, data, seed: int) -> list:
         pool = fresh_training_tasks(world, data.fresh_tasks, seed=seed, split="rl",
                                     company_ids=select_companies(world, data.companies))
         world.register_tasks(pool)
-    tasks = [t for t in pool if data.min_difficulty <= t.difficulty <= data.max_difficulty]
-    if data.difficulty_weights:
-        tasks = weighted_mix(tasks, data.difficulty_weights)
+    tasks = _mixed(pool, data)
     if not tasks:
         raise LfoError(f"no training tasks at difficulty {data.min_difficulty}..{data.max_difficulty}")
-    return tasks[: data.max_tasks] if data.max_tasks else tasks
+    tasks = tasks[: data.max_tasks] if data.max_tasks else tasks
+    if data.fresh_companies:
+        tasks = _with_fresh_companies(world, data, seed, tasks)
+    return tasks
+
+
+def _mixed(pool: list, data) -> list:
+    tasks = [t for t in pool if data.min_difficulty <= t.difficulty <= data.max_difficulty]
+    return weighted_mix(tasks, data.difficulty_weights) if data.difficulty_weights else tasks
+
+
+FRESH_COMPANIES_SPLIT = "rlcompanies"
+
+
+def _with_fresh_companies(world, data, seed: int, tasks: list) -> list:
+    """``tasks`` plus tasks on ``data.fresh_companies`` companies generated afresh for this run (seeded by the
+    run seed; the generator's catalogue and the world's exception rate; none sharing a name or phone number
+    with the world's), so that they make ``data.fresh_company_share`` of the result, interleaved in a seeded
+    order. Those companies are added to ``world`` (in memory) so the environment can call them; they are
+    neither training nor held-out companies, so validation and held-out pools never draw on them."""
+    n = round(len(tasks) * data.fresh_company_share / (1 - data.fresh_company_share))
+    fresh_seed = sub_seed("rl-companies", world.seed, seed)
+    # Generate a few more than asked and keep the first that clash with nothing in the world.
+    spare = generate_world(num_companies=2 * data.fresh_companies + 10, num_train_tasks=0, num_val_tasks=0,
+                           heldout_fraction=0.0, seed=fresh_seed,
+                           exception_rate=world.config.get("exception_rate", 0.3))
+    phones = {normalize_phone(d.phone) for c in world.companies.values() for d in c.departments}
+    added = []
+    for c in spare.companies.values():
+        if normalize_name(c.name) in world.name_index or any(normalize_phone(d.phone) in phones for d in c.departments):
+            continue
+        added.append(dataclasses.replace(c, id=f"rl-{c.id}"))
+        if len(added) == data.fresh_companies:
+            break
+    if len(added) < data.fresh_companies:
+        raise LfoError(f"data.fresh_companies: only {len(added)} companies generated apart from the world's names "
+                       f"and numbers; ask for fewer")
+    world.add_companies(added)
+    # Balanced over the five difficulties, so 5n draws hold >= n of each; keep each difficulty's quota of the
+    # mix (data.difficulty_weights, or equal shares), in draw order.
+    weights = data.difficulty_weights or {d: 1.0 for d in range(data.min_difficulty, data.max_difficulty + 1)}
+    quota = {d: round(n * w / sum(weights.values())) for d, w in weights.items()}
+    drawn = []
+    for t in draw_tasks(world.companies, [c.id for c in added], FRESH_COMPANIES_SPLIT, 5 * n, fresh_seed):
+        if quota.get(t.difficulty, 0) > 0:
+            quota[t.difficulty] -= 1
+            drawn.append(t)
+    world.register_tasks(drawn)
+    out = tasks + drawn
+    random.Random(fresh_seed).shuffle(out)
+    return out
 
 
 def weighted_mix(tasks: list, weights: dict[int, float]) -> list:

@@ -140,6 +140,9 @@ class WorldData:
     seed: int
     config: dict = field(default_factory=dict)
     heldout_company_ids: frozenset[str] = frozenset()
+    # Companies added for one run (`add_companies`: RL tasks on companies generated afresh), in memory only:
+    # neither training nor held-out companies of the world, so no validation or held-out pool draws on them.
+    added_company_ids: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         for split in SPLITS:
@@ -177,6 +180,24 @@ class WorldData:
     def all_tasks(self) -> list[Task]:
         return [t for s in SPLITS for t in self.tasks[s]]
 
+    def add_companies(self, companies: list[Company]) -> None:
+        """Make companies generated apart from the world callable and searchable (their tasks then go through
+        `register_tasks`). In memory only, like registered tasks; refused when an id, a name or a phone number
+        is already the world's, since the agent finds a company by name and a department by number."""
+        for c in companies:
+            if c.id in self.companies:
+                raise LfoError(f"company id already in the world: {c.id}")
+            if normalize_name(c.name) in self.name_index:
+                raise LfoError(f"company name already in the world: {c.name}")
+            taken = [d.phone for d in c.departments if normalize_phone(d.phone) in self.phone_index]
+            if taken:
+                raise LfoError(f"phone number already in the world: {taken[0]} ({c.name})")
+            self.companies[c.id] = c
+            self.name_index[normalize_name(c.name)] = c
+            for d in c.departments:
+                self.phone_index[normalize_phone(d.phone)] = (c, d)
+        self.added_company_ids = self.added_company_ids | {c.id for c in companies}
+
     @property
     def train_company_ids(self) -> frozenset[str]:
-        return frozenset(self.companies) - self.heldout_company_ids
+        return frozenset(self.companies) - self.heldout_company_ids - self.added_company_ids

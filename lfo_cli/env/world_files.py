@@ -31,6 +31,9 @@ DATA_FILES: tuple[str, ...] = (COMPANIES_FILE, *TASK_FILES.values(), MANIFEST_FI
 def write_world(world: WorldData, out_dir: str | Path, force: bool = False) -> dict:
     """Write companies/tasks JSONL and the manifest (last), each atomically. Returns the manifest."""
     out = Path(out_dir)
+    if world.added_company_ids:
+        raise LfoError("this world has companies added for one run (data.fresh_companies); write the world as "
+                       "generated or loaded")
     if out.exists() and not out.is_dir():
         raise LfoError(f"{out}: exists and is not a directory")
     existing = [n for n in DATA_FILES if (out / n).exists()]

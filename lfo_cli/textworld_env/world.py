@@ -235,6 +235,7 @@ class TextWorldWorld(World):
 
     def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:
         for name, value in (("data.fresh_tasks", data.fresh_tasks), ("data.companies", data.companies),
+                            ("data.fresh_companies", data.fresh_companies),
                             ("data.difficulty_weights", data.difficulty_weights),
                             ("eval.fresh_tasks", evaluation.fresh_tasks)):
             if value:

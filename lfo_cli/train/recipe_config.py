@@ -60,9 +60,28 @@ class DataSection:
                   "(docs/study.md); null = all training companies."},
     )
 
+    fresh_companies: int = field(
+        default=0,
+        metadata={"help": "Also train on companies generated afresh for the run (this many, seeded by the run seed, "
+                  "none of the world's: neither its training nor its held-out companies), making "
+                  "data.fresh_company_share of the training tasks. Their routes and exceptions cannot be "
+                  "memorised across episodes, only read: the reading study's positive control. 0 = off."},
+    )
+    fresh_company_share: float = field(
+        default=0.0,
+        metadata={"help": "The share of training tasks on data.fresh_companies' companies (same difficulty filter "
+                  "and mix as the rest), in [0, 1)."},
+    )
+
     def __post_init__(self):
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
+        if self.fresh_companies < 0:
+            raise LfoError(f"data.fresh_companies must be >= 0, got {self.fresh_companies}")
+        if not 0 <= self.fresh_company_share < 1:
+            raise LfoError(f"data.fresh_company_share must be in [0, 1), got {self.fresh_company_share}")
+        if bool(self.fresh_companies) != bool(self.fresh_company_share):
+            raise LfoError("data.fresh_companies and data.fresh_company_share go together: set both (> 0) or neither")
         if not 1 <= self.min_difficulty <= self.max_difficulty <= 5:
             raise LfoError(
                 f"data difficulties must satisfy 1 <= min_difficulty <= max_difficulty <= 5, "
