@@ -61,6 +61,7 @@ class CustomerServiceWorld(World):
 
     def __init__(self, data: WorldData) -> None:
         self.data = data
+        self.train_data = data  # the world RL plays in: a copy with data.fresh_companies' companies added
 
     # each identity field's JSON key with its value opener (`"zip_code": "`): one token in micro's vocabulary
     tokenizer_tokens = tuple(json.dumps({f: ""})[1:-2] for f in (*cat.FIELDS, cat.REFERENCE_KEY))
@@ -112,13 +113,16 @@ class CustomerServiceWorld(World):
 
     def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:
         companies = select_companies(self.data, data.companies)
-        return TaskPools(train=training_tasks(self.data, data, seed),
+        # Companies generated for RL alone join a copy of the world: evaluation plays in the world as it is
+        # (a misspelt name's "Did you mean" never lists them).
+        self.train_data = self.data.copy() if data.fresh_companies else self.data
+        return TaskPools(train=training_tasks(self.train_data, data, seed),
                          validation=stratified_tasks(validation_pool(self.data, evaluation, companies),
                                                      evaluation.num_tasks),
                          heldout=heldout_pool(self.data, evaluation))
 
     def env_factory(self, *, seed: int, max_turns: int, options: Mapping[str, Any]):
-        return make_env_factory(self.data, seed=seed, max_turns=max_turns, **options)
+        return make_env_factory(self.train_data, seed=seed, max_turns=max_turns, **options)
 
     def episode(self, max_turns: int) -> Episode:
         return Episode(self.data, max_turns=max_turns)

@@ -197,6 +197,17 @@ class WorldData:
             for d in c.departments:
                 self.phone_index[normalize_phone(d.phone)] = (c, d)
         self.added_company_ids = self.added_company_ids | {c.id for c in companies}
+        for cache in ("_token_index", "_not_found_cache"):  # lfo_cli.env.directory's lookups over all names
+            self.__dict__.pop(cache, None)
+
+    def copy(self) -> WorldData:
+        """A world with the same companies and tasks whose additions (`add_companies`, `register_tasks`) leave
+        this one as it is."""
+        out = WorldData(companies=dict(self.companies), tasks={s: list(ts) for s, ts in self.tasks.items()},
+                        seed=self.seed, config=dict(self.config), heldout_company_ids=self.heldout_company_ids,
+                        added_company_ids=self.added_company_ids)
+        out.task_by_id.update(self.task_by_id)
+        return out
 
     @property
     def train_company_ids(self) -> frozenset[str]:

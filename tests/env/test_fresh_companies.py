@@ -27,7 +27,7 @@ def _data(**kw):
 
 
 def _eval():
-    return SimpleNamespace(fresh_tasks=200, difficulties=[1, 2], heldout_tasks=40, heldout_difficulties=[2])
+    return SimpleNamespace(fresh_tasks=200, difficulties=[1, 2], num_tasks=30, heldout_tasks=40, heldout_difficulties=[2])
 
 
 @pytest.mark.parametrize(("companies", "share"), [(12, 0.5), (5, 0.25), (30, 0.8)])
@@ -94,7 +94,12 @@ def test_added_companies_are_checked_and_never_written(tmp_path):
                                 departments=(d0, *other.companies["c0000"].departments[1:]))
     with pytest.raises(LfoError, match="phone number already"):
         world.add_companies([clash])
+    from lfo_cli.env.directory import close_names
+
+    close_names(world, "zzz unknown")  # builds the name index the lookups cache
     training_tasks(world, _data(fresh_companies=2, fresh_company_share=0.2), seed=0)
+    name = normalize_name(world.companies[sorted(world.added_company_ids)[0]].name)
+    assert name in close_names(world, name)
     with pytest.raises(LfoError, match="added for one run"):
         write_world(world, tmp_path / "w")
 
@@ -108,3 +113,25 @@ def test_the_recipe_rejects_a_half_set_or_out_of_range_pair(kw, msg):
 
     with pytest.raises(LfoError, match=msg):
         DataSection(**kw)
+
+
+def test_rl_plays_the_added_companies_in_a_copy_and_evaluation_in_the_world_as_it_is():
+    """Evaluation must be the baseline's to the byte: its world gains no company (a misspelt name's "Did you
+    mean" would list them), while the training environments find every added company's tasks."""
+    from lfo_cli.env.plugin import CustomerServiceWorld
+
+    world = CustomerServiceWorld(_world())
+    names = dict(world.data.name_index)
+    pools = world.task_pools(_data(fresh_companies=8, fresh_company_share=0.5), _eval(), seed=2)
+    added = [t for t in pools.train if t.company_id in world.train_data.added_company_ids]
+    assert added and not world.data.added_company_ids and world.data.name_index == names
+    assert all(t.company_id not in world.data.companies for t in added)
+    plain = CustomerServiceWorld(_world())
+    plain_pools = plain.task_pools(_data(), _eval(), seed=2)
+    assert [t.to_dict() for t in pools.validation] == [t.to_dict() for t in plain_pools.validation]
+    assert [t.to_dict() for t in pools.heldout] == [t.to_dict() for t in plain_pools.heldout]
+    assert plain.train_data is plain.data
+    env = world.env_factory(seed=0, max_turns=16, options={})()
+    assert added[0].company_name in env.reset(task_id=added[0].task_id, row_seed=0)
+    with pytest.raises(LfoError, match="unknown task id"):
+        world.episode(16).reset(added[0].task_id)
