@@ -4,7 +4,8 @@ comparisons it names, arm by arm against its reference arm, paired by seed.
 ``plan.yaml`` (in a folder given to ``lfo report``; docs/study.md shows the reading study's)::
 
     title: The reading study
-    primary: heldout/success/d2      # the outcome: each run's last evaluation of it
+    primary: heldout/success/d2      # the outcome
+    statistic: auc                   # per run: final (its last evaluation, the default) or auc (mean over the run)
     secondary: val/success/d2        # its AUC vs tasks seen: learning speed on the training companies
     smallest_effect: 0.06            # the declared smallest detectable effect on the primary outcome
     alpha: 0.05                      # family-wise over the arms (Holm)
@@ -12,18 +13,20 @@ comparisons it names, arm by arm against its reference arm, paired by seed.
     by: departments                  # the primary outcome per value of this episode field (optional)
     reference: baseline
     positive_control: positive-control
+    positive_control_effect: higher  # or lower: a control chosen to slow learning
     arms:                            # name -> the config values that make a run one of its seeds
       baseline: {wm.coef: 0, env.probe_bonus: 0}
       positive-control: {wm.coef: 0, env.probe_bonus: 0.2}
 
-Per arm against the reference (seeds both ran): the primary outcome's paired difference with a t-interval, the
+Per arm against the reference (seeds both ran): the primary statistic's paired difference with a t-interval, the
 paired t-test's and Wilcoxon's p-values and both Holm-adjusted over the arms; the probability of improvement;
 the secondary AUC difference; the tasks-to-threshold ratio on the primary outcome (threshold: the reference's
 mean start + half its mean gain) or its bound; step 0 of the primary outcome and the AUC of its gain over step 0
 (for arms that start from another warm start); the median world-model / RL gradient ratio; the mechanism
 metrics, start and end; with ``by`` (an episode field of the validation files, e.g. ``departments``), the primary
-outcome per value of its first element at the last evaluation. The positive control is *detected* when its interval lies above 0; otherwise the report says the
-design lacked power for that effect.
+outcome per value of its first element at the last evaluation. The positive control is *detected* when its interval
+excludes 0 on the side it was chosen for (``positive_control_effect``); otherwise the report says the design lacked
+power for that effect.
 """
 
 from __future__ import annotations
@@ -58,6 +61,15 @@ class ArmRun:
     final: dict[str, float]
     final_step: int | None
     wm_over_rl: float | None  # the median over the run's probed steps
+    statistic: str = "final"
+
+    @property
+    def primary(self) -> float:
+        """The primary statistic: the outcome's last evaluation, or the mean over the run (AUC vs tasks seen)."""
+        if self.statistic == "final":
+            return self.primary_final
+        auc = stats.curve_auc(self.x, self.y) if self.x else None
+        return math.nan if auc is None else auc
 
     @property
     def seed(self):
@@ -97,7 +109,7 @@ def arm_run(run: Run, plan: Plan) -> ArmRun | None:
     sx, sy, _ = _curve(run, plan.secondary) if plan.secondary else ([], [], [])
     ratios = [float(r[rr.GRAD_WM_OVER_RL]) for r in run.rows if finite(r.get(rr.GRAD_WM_OVER_RL))]
     return ArmRun(run, x, y, sx, sy, dict(rows[0]) if rows[0][rr.STEP] == 0 else {}, dict(rows[-1]),
-                  int(rows[-1][rr.STEP]), statistics.median(ratios) if ratios else None)
+                  int(rows[-1][rr.STEP]), statistics.median(ratios) if ratios else None, plan.statistic)
 
 
 def breakdown(a: ArmRun, plan: Plan) -> dict[str, tuple[int, int]] | None:
@@ -150,8 +162,10 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
     arms = [a for a in plan.arms if a != ref and runs[a]]
     P = plan.primary
     rep.md.append(f"## {plan.title}: the declared comparisons\n")
-    rep.md.append(f"The plan: `{plan.path.name if plan.path else PLAN_FILE}`. Primary outcome `{P}` at each run's "
-                  f"last evaluation; every arm against `{ref}`, paired by seed; family-wise alpha {plan.alpha:g} "
+    rep.md.append(f"The plan: `{plan.path.name if plan.path else PLAN_FILE}`. Primary outcome `{P}`, "
+                  + ("at each run's last evaluation" if plan.statistic == "final" else
+                     "its mean over each run (the area under its curve vs tasks seen, step 0 to the last evaluation)")
+                  + f"; every arm against `{ref}`, paired by seed; family-wise alpha {plan.alpha:g} "
                   f"over {len(arms)} arm(s) (Holm)"
                   + (f"; declared smallest detectable effect {num(plan.smallest_effect)}" if plan.smallest_effect
                      else "") + ". Runs per arm: " + ", ".join(f"{a} {len(v)}" for a, v in runs.items())
@@ -171,13 +185,12 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
         seeds = sorted(set(by_seed[ref]) & set(by_seed[arm]), key=lambda s: (s is None, s))
         b = [by_seed[ref][s] for s in seeds]
         t = [by_seed[arm][s] for s in seeds]
-        diff = comparison.paired_diff_ci([r.primary_final for r in t], [r.primary_final for r in b])
-        test = stats.paired_test([r.primary_final for r in t], [r.primary_final for r in b])
-        d = [x.primary_final - y.primary_final for x, y in zip(t, b, strict=True)]
+        diff = comparison.paired_diff_ci([r.primary for r in t], [r.primary for r in b])
+        test = stats.paired_test([r.primary for r in t], [r.primary for r in b])
+        d = [x.primary - y.primary for x, y in zip(t, b, strict=True)]
         sd = statistics.stdev(d) if len(d) >= 2 else math.nan
         auc = comparison.paired_diff_ci([r.secondary_auc for r in t], [r.secondary_auc for r in b])
-        poi = comparison.probability_of_improvement([r.primary_final for r in runs[arm]],
-                                                    [r.primary_final for r in base])
+        poi = comparison.probability_of_improvement([r.primary for r in runs[arm]], [r.primary for r in base])
         ratio = _ratio(b, t, threshold)
         rows.append({
             "arm": arm, "reference": ref, "pairs": diff.n,
@@ -191,7 +204,12 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
             "wm_over_rl_median": _median([r.wm_over_rl for r in runs[arm]]),
             "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / max(1, len(arms))),
         })
-    for key in ("ttest_p", "wilcoxon_p"):
+        if plan.statistic != "final":  # the outcome's level at the last evaluation, beside its mean over the run
+            fin = comparison.paired_diff_ci([r.primary_final for r in t], [r.primary_final for r in b])
+            ftest = stats.paired_test([r.primary_final for r in t], [r.primary_final for r in b])
+            rows[-1].update({"final_diff": fin.value, "final_low": fin.low, "final_high": fin.high,
+                             "final_ttest_p": ftest.ttest_p, "final_wilcoxon_p": ftest.wilcoxon_p})
+    for key in ("ttest_p", "wilcoxon_p") + (("final_ttest_p", "final_wilcoxon_p") if plan.statistic != "final" else ()):
         for r, adj in zip(rows, stats.holm([r[key] for r in rows]), strict=True):
             r[f"{key}_holm"] = adj
     ref_row = {"start": _mean([r.primary_start for r in base]), "gain_auc": _mean([r.gain_auc for r in base]),
@@ -254,6 +272,7 @@ def _curves(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd, plt) -> None:
 
 
 def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshold: float) -> None:
+    final_col = plan.statistic != "final"
     e = lambda r, k: est({"value": r[f"{k}_diff" if k != "p_improvement" else k], "low": r[f"{k}_low"],  # noqa: E731
                           "high": r[f"{k}_high"], "n": r["pairs"]})
     lines = [f"Threshold for tasks-to-threshold (the reference's mean start + {THRESHOLD_FRACTION} x its mean gain "
@@ -262,17 +281,22 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
              "P(better): probability of improvement of the primary outcome, percentile bootstrap. *Smallest "
              "detectable*: the difference this many pairs detect with 80% power at the arm's Holm-free alpha / arms, "
              "from the observed paired spread.\n",
-             f"| arm | pairs | {plan.primary} diff [95% CI] | p (t, Holm) | p (Wilcoxon, Holm) | wins / losses | "
+             f"| arm | pairs | {_label(plan)} diff [95% CI] | p (t, Holm) | p (Wilcoxon, Holm) | wins / losses | "
              "P(better) | " + (f"{plan.secondary} AUC diff | " if plan.secondary else "")
+             + (f"`{plan.primary}` at the last evaluation diff [95% CI] (p t, Wilcoxon; Holm) | " if final_col else "")
              + "tasks-to-threshold ratio reference/arm | step 0 | AUC of gain | median wm/rl | smallest detectable |",
-             "|---|---|---|---|---|---|---|" + ("---|" if plan.secondary else "") + "---|---|---|---|---|",
+             "|---|---|---|---|---|---|---|" + ("---|" if plan.secondary else "") + ("---|" if final_col else "")
+             + "---|---|---|---|---|",
              f"| {plan.reference} (reference) | - | - | - | - | - | - | " + ("- | " if plan.secondary else "")
+             + ("- | " if final_col else "")
              + f"- | {num(ref_row['start'])} | {num(ref_row['gain_auc'])} | {num(ref_row['wm_over_rl_median'])} | - |"]
     for r in rows:
         lines.append(
             f"| {r['arm']} | {r['pairs']} | {e(r, 'primary')} | {pval(r['ttest_p_holm'])} | {pval(r['wilcoxon_p_holm'])} | "
             f"{r['wins']} / {r['losses']} | {e(r, 'p_improvement')} | "
             + (f"{e(r, 'secondary_auc')} | " if plan.secondary else "")
+            + (f"{e(r, 'final')} ({pval(r['final_ttest_p_holm'])}, {pval(r['final_wilcoxon_p_holm'])}) | "
+               if final_col else "")
             + f"{r['ratio_text']} | {num(r['start'])} | {num(r['gain_auc'])} | {num(r['wm_over_rl_median'])} | "
             f"{num(r['mde'])} |")
     sentences = []
@@ -282,9 +306,9 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
             sentences.append(f"{r['arm']}: insufficient seed pairs for a comparison.")
         elif finite(p) and p < plan.alpha:
             word = "above" if r["primary_diff"] > 0 else "below"
-            sentences.append(f"{r['arm']}: `{plan.primary}` {word} the reference by {est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})} (Holm-adjusted t-test p {pval(p)}).")
+            sentences.append(f"{r['arm']}: {_label(plan)} {word} the reference by {est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})} (Holm-adjusted t-test p {pval(p)}).")
         else:
-            sentences.append(f"{r['arm']}: no effect detected on `{plan.primary}` (difference "
+            sentences.append(f"{r['arm']}: no effect detected on {_label(plan)} (difference "
                              f"{est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})}, "
                              f"Holm-adjusted p {pval(p)}; this design detects about {num(r['mde'])} with 80% power).")
     rep.md.append("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in sentences) + "\n")
@@ -295,7 +319,7 @@ def _runs_table(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd) -> None:
     for arm, rs in runs.items():
         for r in rs:
             row = {"arm": arm, "seed": r.seed, "run": r.run.name, "status": r.run.status, "final_step": r.final_step,
-                   "primary_start": r.primary_start, "primary_final": r.primary_final,
+                   "primary_start": r.primary_start, "primary_final": r.primary_final, "primary": r.primary,
                    "secondary_auc": r.secondary_auc, "gain_auc": r.gain_auc,
                    "wm_over_rl_median": r.wm_over_rl if r.wm_over_rl is not None else math.nan}
             for m in plan.mechanism:
@@ -344,17 +368,24 @@ def _breakdown(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd) -> None:
     rep.md.append("\n".join(lines) + f"\n\nData: `declared_by_{plan.by}.csv` (per seed).{note}\n")
 
 
+def _label(plan: Plan) -> str:
+    return f"`{plan.primary}`" + (" (AUC)" if plan.statistic == "auc" else "")
+
+
 def _positive_control(plan: Plan, rows: list[dict]) -> str | None:
     if not plan.positive_control:
         return None
+    name = f"**Positive control** (`{plan.positive_control}`, chosen to make {_label(plan)} {plan.positive_control_effect})"
     row = next((r for r in rows if r["arm"] == plan.positive_control), None)
     if row is None or row["pairs"] < 2:
-        return f"**Positive control** (`{plan.positive_control}`): not enough paired seeds to judge."
+        return f"{name}: not enough paired seeds to judge."
     ci = est({"value": row["primary_diff"], "low": row["primary_low"], "high": row["primary_high"], "n": row["pairs"]})
-    if finite(row["primary_low"]) and row["primary_low"] > 0:
-        return f"**Positive control** (`{plan.positive_control}`): detected, {ci}."
-    if finite(row["primary_high"]) and row["primary_high"] < 0:
-        return (f"**Positive control** (`{plan.positive_control}`): it lowered the outcome ({ci}): not a positive "
-                "control in this regime, so the design's power is not shown by it.")
-    return (f"**Positive control** (`{plan.positive_control}`): not detected ({ci}): the design lacked power for an "
-            "effect of that size, so a null for another arm bounds its effect only as loosely.")
+    above = finite(row["primary_low"]) and row["primary_low"] > 0
+    below = finite(row["primary_high"]) and row["primary_high"] < 0
+    if (above and plan.positive_control_effect == "higher") or (below and plan.positive_control_effect == "lower"):
+        return f"{name}: detected, {ci}: the design sees an effect of that size."
+    if above or below:
+        return (f"{name}: it moved the outcome the other way ({ci}): not a control in this regime, so the design's "
+                "power is not shown by it.")
+    return (f"{name}: not detected ({ci}): the design lacked power for an effect of that size, so a null for another "
+            "arm bounds its effect only as loosely.")

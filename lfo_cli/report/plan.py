@@ -13,8 +13,10 @@ from lfo_cli.errors import LfoError
 from lfo_cli.report.load import Run
 
 PLAN_FILE = "plan.yaml"
-_KEYS = {"title", "primary", "secondary", "smallest_effect", "alpha", "mechanism", "reference", "positive_control",
-         "arms", "by"}
+_KEYS = {"title", "primary", "statistic", "secondary", "smallest_effect", "alpha", "mechanism", "reference",
+         "positive_control", "positive_control_effect", "arms", "by"}
+STATISTICS = ("final", "auc")  # the primary outcome's value per run: its last evaluation, or its curve's AUC
+EFFECTS = ("higher", "lower")
 
 
 @dataclass
@@ -29,6 +31,8 @@ class Plan:
     mechanism: list[str] = field(default_factory=list)
     positive_control: str | None = None
     by: str | None = None  # an episode field of the validation files: the primary outcome per its (first) value
+    statistic: str = "final"  # final: the last evaluation; auc: mean over the run (area under the curve vs tasks seen)
+    positive_control_effect: str = "higher"  # the direction the positive control was chosen to move the outcome
     path: Path | None = None
 
     def arm_of(self, run: Run) -> str | None:
@@ -86,6 +90,9 @@ def _parse(f: Path) -> Plan:
     sde = raw.get("smallest_effect")
     if sde is not None and (not isinstance(sde, (int, float)) or sde <= 0):
         raise LfoError(f"{f}: smallest_effect must be > 0, got {sde!r}")
+    for key, allowed, default in (("statistic", STATISTICS, "final"), ("positive_control_effect", EFFECTS, "higher")):
+        if raw.get(key, default) not in allowed:
+            raise LfoError(f"{f}: {key} must be one of {', '.join(allowed)}, got {raw[key]!r}")
     mech = raw.get("mechanism") or []
     if not isinstance(mech, list) or not all(isinstance(m, str) for m in mech):
         raise LfoError(f"{f}: mechanism is a list of metric names")
@@ -93,4 +100,5 @@ def _parse(f: Path) -> Plan:
                 reference=str(raw["reference"]), secondary=raw.get("secondary"),
                 smallest_effect=None if sde is None else float(sde), alpha=float(alpha), mechanism=list(mech),
                 positive_control=raw.get("positive_control"),
-                by=None if raw.get("by") is None else str(raw["by"]), path=f)
+                by=None if raw.get("by") is None else str(raw["by"]), statistic=raw.get("statistic", "final"),
+                positive_control_effect=raw.get("positive_control_effect", "higher"), path=f)

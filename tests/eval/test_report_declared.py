@@ -18,6 +18,8 @@ from lfo_cli.report.build import build_report
 from lfo_cli.report.plan import load_plan
 from lfo_cli.stats import holm
 
+REPO = Path(__file__).resolve().parents[2]
+
 SEEDS = tuple(range(8))
 PLAN = {
     "title": "The test study",
@@ -34,8 +36,10 @@ PLAN = {
 }
 
 
-def _run(root: Path, name: str, seed: int, cfg_extra: dict, gain: float, start: float = 0.5) -> None:
-    """Held-out d2 = start -> start + gain (+ a seed wobble) at steps 0, 30, 60, 90; every episode's department."""
+def _run(root: Path, name: str, seed: int, cfg_extra: dict, gain: float, start: float = 0.5,
+         shape: tuple[float, ...] = (0, 1 / 3, 2 / 3, 1)) -> None:
+    """Held-out d2 = start -> start + gain x shape (+ a seed wobble) at steps 0, 30, 60, 90; every episode's
+    department."""
     run = root / name
     (run / "validation").mkdir(parents=True)
     cfg = {"kind": "grpo", "seed": seed, "model": {"name": "micro"}, "wm": {"coef": 0, "coupling": "separate"},
@@ -48,7 +52,7 @@ def _run(root: Path, name: str, seed: int, cfg_extra: dict, gain: float, start: 
     wobble = 0.01 * (seed % 3)
     rows = []
     for i, step in enumerate((0, 30, 60, 90)):
-        y = start + wobble + gain * i / 3
+        y = start + wobble + gain * shape[i]
         row = {"step": step, "tasks_seen": 32 * step, "val/success": 0.5, "val/success/d2": 0.4 + gain * i / 3,
                "heldout/success/d2": y, "heldout/probe_rate": 0.8 + 0.05 * i}
         if cfg["wm"]["coef"] and step:
@@ -101,7 +105,7 @@ def test_declared_comparisons_have_the_known_answers(study, tmp_path):
     assert float(rows["shared"]["wm_over_rl_median"]) == pytest.approx(0.04)  # steps 30, 60, 90: 0.02, 0.04, 0.06
     index = (out / "index.md").read_text()
     assert "## The test study: the declared comparisons" in index
-    assert "**Positive control** (`bonus`): detected" in index
+    assert "**Positive control** (`bonus`, chosen to make `heldout/success/d2` higher): detected" in index
     assert "shared: no effect detected on `heldout/success/d2`" in index
     assert "1 run(s) outside the plan's arms are left out" in index
     assert summary["declared"]["reference"] == "baseline"
@@ -127,7 +131,40 @@ def test_an_undetected_positive_control_says_the_design_lacked_power(study, tmp_
         _run(study, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + (0.01 if s % 2 else -0.01))
     build_report([study], tmp_path / "report")
     index = (tmp_path / "report" / "index.md").read_text()
-    assert "**Positive control** (`bonus`): not detected" in index and "lacked power" in index
+    assert "**Positive control** (`bonus`, chosen to make `heldout/success/d2` higher): not detected" in index and "lacked power" in index
+
+
+def test_the_auc_statistic_sees_a_control_that_only_slows_learning(tmp_path):
+    """An arm that ends where the baseline ends but lags on the way: no effect on the last evaluation, a lower
+    mean over the run; declared as a control that lowers the outcome, the AUC statistic detects it."""
+    root = tmp_path / "runs"
+    for s in SEEDS:
+        _run(root, f"baseline_s{s}", s, {}, gain=0.15, shape=(0, 0.5, 0.8, 1))
+        _run(root, f"slow_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + (0.005 if s % 2 else -0.005),
+             shape=(0, 0.2, 0.4, 1))
+    plan = {**PLAN, "positive_control": "slow", "positive_control_effect": "lower",
+            "arms": {"baseline": {"env.probe_bonus": 0}, "slow": {"env.probe_bonus": 0.2}}}
+    (root / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    build_report([root], tmp_path / "final")
+    final = _rows(tmp_path / "final" / "declared_comparisons.csv")["slow"]
+    assert float(final["primary_low"]) < 0 < float(final["primary_high"])
+    assert "lacked power" in (tmp_path / "final" / "index.md").read_text()
+    (root / "plan.yaml").write_text(yaml.safe_dump({**plan, "statistic": "auc"}, sort_keys=False))
+    build_report([root], tmp_path / "auc")
+    auc = _rows(tmp_path / "auc" / "declared_comparisons.csv")["slow"]
+    # trapezoid over 4 equally spaced points: (y0/2 + y1 + y2 + y3/2) / 3 -> 0.15 x ((0.2 + 0.4 + 0.5) - (0.5 + 0.8 + 0.5)) / 3
+    assert float(auc["primary_diff"]) == pytest.approx(0.15 * (1.1 - 1.8) / 3, abs=0.002)
+    assert float(auc["primary_high"]) < 0
+    index = (tmp_path / "auc" / "index.md").read_text()
+    assert "its mean over each run" in index and "`heldout/success/d2` (AUC) diff" in index
+    # the level at the last evaluation stays in the table, with its own Holm-adjusted tests: no effect there
+    assert "`heldout/success/d2` at the last evaluation diff" in index
+    assert float(auc["final_low"]) < 0 < float(auc["final_high"]) and float(auc["final_ttest_p_holm"]) > 0.05
+    assert "chosen to make `heldout/success/d2` (AUC) lower): detected" in index
+    (root / "plan.yaml").write_text(yaml.safe_dump({**plan, "statistic": "auc", "positive_control_effect": "higher"},
+                                                   sort_keys=False))
+    build_report([root], tmp_path / "wrong_way")
+    assert "moved the outcome the other way" in (tmp_path / "wrong_way" / "index.md").read_text()
 
 
 def test_without_a_plan_no_declared_section(study, tmp_path):
@@ -144,6 +181,8 @@ def test_without_a_plan_no_declared_section(study, tmp_path):
     (yaml.safe_dump({**PLAN, "reference": "nope"}), "reference 'nope' is not one of the arms"),
     (yaml.safe_dump({**PLAN, "alpha": 2}), "alpha must be in (0, 1)"),
     (yaml.safe_dump({**PLAN, "arms": {"baseline": {}}}), "'arms' maps each arm's name"),
+    (yaml.safe_dump({**PLAN, "statistic": "median"}), "statistic must be one of final, auc"),
+    (yaml.safe_dump({**PLAN, "positive_control_effect": "up"}), "positive_control_effect must be one of higher, lower"),
 ])
 def test_a_bad_plan_is_one_error(tmp_path, plan, message):
     (tmp_path / "plan.yaml").write_text(plan)
@@ -163,3 +202,22 @@ def test_holm_matches_its_definition():
     assert holm([0.01, 0.04, 0.03, math.nan, 0.005]) == pytest.approx([0.03, 0.06, 0.06, math.nan, 0.02], nan_ok=True)
     assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([0.01, 0.02]) == pytest.approx([0.02, 0.02])
     assert holm([]) == []
+
+
+def test_every_reading_grid_cell_is_its_own_arm_of_the_committed_plan(tmp_path):
+    """The reading study's plan (reports/studies/reading_cpu/runs/plan.yaml) names each arm by config values;
+    each cell of recipes/grids/reading_cpu.yaml, resolved as `lfo ablate` resolves it, must match exactly the
+    arm of its own name, or the report would pool or drop runs."""
+    from lfo_cli.ablate.cells import expand
+    from lfo_cli.ablate.grid import load_grid
+    from lfo_cli.report.load import Run, flatten
+    from lfo_cli.report.plan import load_plan
+
+    plan = load_plan([REPO / "reports" / "studies" / "reading_cpu" / "runs"])
+    cells = expand(load_grid("reading_cpu"), tmp_path)
+    assert {c.condition for c in cells} == set(plan.arms)
+    assert plan.reference == "baseline" and plan.positive_control in plan.arms
+    for cell in cells:
+        run = Run(path=tmp_path / cell.cell_id, kind="grpo", seed=cell.seed, config=flatten(cell.resolved),
+                  status="complete", rows=[])
+        assert plan.arm_of(run) == cell.condition, cell.cell_id
