@@ -306,7 +306,9 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
             sentences.append(f"{r['arm']}: insufficient seed pairs for a comparison.")
         elif finite(p) and p < plan.alpha:
             word = "above" if r["primary_diff"] > 0 else "below"
-            sentences.append(f"{r['arm']}: {_label(plan)} {word} the reference by {est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})} (Holm-adjusted t-test p {pval(p)}).")
+            diff = est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})
+            sentences.append(f"{r['arm']}: {_label(plan)} {word} the reference (difference {diff}, Holm-adjusted "
+                             f"t-test p {pval(p)}).")
         else:
             sentences.append(f"{r['arm']}: no effect detected on {_label(plan)} (difference "
                              f"{est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})}, "
