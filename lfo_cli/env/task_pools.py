@@ -58,10 +58,10 @@ def _with_fresh_companies(world, data, seed: int, tasks: list) -> list:
     spare = generate_world(num_companies=2 * data.fresh_companies + 10, num_train_tasks=0, num_val_tasks=0,
                            heldout_fraction=0.0, seed=fresh_seed,
                            exception_rate=world.config.get("exception_rate", 0.3))
-    phones = {normalize_phone(d.phone) for c in world.companies.values() for d in c.departments}
     added = []
     for c in spare.companies.values():
-        if normalize_name(c.name) in world.name_index or any(normalize_phone(d.phone) in phones for d in c.departments):
+        if normalize_name(c.name) in world.name_index or any(normalize_phone(d.phone) in world.phone_index
+                                                             for d in c.departments):
             continue
         added.append(dataclasses.replace(c, id=f"rl-{c.id}"))
         if len(added) == data.fresh_companies:

@@ -66,10 +66,7 @@ class ArmRun:
     @property
     def primary(self) -> float:
         """The primary statistic: the outcome's last evaluation, or the mean over the run (AUC vs tasks seen)."""
-        if self.statistic == "final":
-            return self.primary_final
-        auc = stats.curve_auc(self.x, self.y) if self.x else None
-        return math.nan if auc is None else auc
+        return self.primary_final if self.statistic == "final" else _auc(self.x, self.y)
 
     @property
     def seed(self):
@@ -85,16 +82,20 @@ class ArmRun:
 
     @property
     def secondary_auc(self) -> float:
-        auc = stats.curve_auc(self.sec_x, self.sec_y) if self.sec_x else None
-        return math.nan if auc is None else auc
+        return _auc(self.sec_x, self.sec_y)
 
     @property
     def gain_auc(self) -> float:
         """Area under (primary - its step-0 value) vs tasks seen, per task: what RL added to the warm start."""
         if not finite(self.primary_start) or len(self.x) < 2:
             return math.nan
-        auc = stats.curve_auc(self.x, [v - self.primary_start for v in self.y])
-        return math.nan if auc is None else auc
+        return _auc(self.x, [v - self.primary_start for v in self.y])
+
+
+def _auc(x: list[float], y: list[float]) -> float:
+    """:func:`lfo_cli.stats.curve_auc`, NaN for an empty curve."""
+    auc = stats.curve_auc(x, y) if x else None
+    return math.nan if auc is None else auc
 
 
 def _curve(run: Run, metric: str) -> tuple[list[float], list[float], list[dict]]:
@@ -185,8 +186,7 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
         seeds = sorted(set(by_seed[ref]) & set(by_seed[arm]), key=lambda s: (s is None, s))
         b = [by_seed[ref][s] for s in seeds]
         t = [by_seed[arm][s] for s in seeds]
-        diff = comparison.paired_diff_ci([r.primary for r in t], [r.primary for r in b])
-        test = stats.paired_test([r.primary for r in t], [r.primary for r in b])
+        diff, test = _paired([r.primary for r in t], [r.primary for r in b])
         d = [x.primary - y.primary for x, y in zip(t, b, strict=True)]
         sd = statistics.stdev(d) if len(d) >= 2 else math.nan
         auc = comparison.paired_diff_ci([r.secondary_auc for r in t], [r.secondary_auc for r in b])
@@ -205,8 +205,7 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
             "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / max(1, len(arms))),
         })
         if plan.statistic != "final":  # the outcome's level at the last evaluation, beside its mean over the run
-            fin = comparison.paired_diff_ci([r.primary_final for r in t], [r.primary_final for r in b])
-            ftest = stats.paired_test([r.primary_final for r in t], [r.primary_final for r in b])
+            fin, ftest = _paired([r.primary_final for r in t], [r.primary_final for r in b])
             rows[-1].update({"final_diff": fin.value, "final_low": fin.low, "final_high": fin.high,
                              "final_ttest_p": ftest.ttest_p, "final_wilcoxon_p": ftest.wilcoxon_p})
     for key in ("ttest_p", "wilcoxon_p") + (("final_ttest_p", "final_wilcoxon_p") if plan.statistic != "final" else ()):
@@ -224,6 +223,11 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
         rep.md.append(verdict + "\n")
     rep.summary["declared"] = {"title": plan.title, "reference": ref, "primary": P, "threshold": threshold,
                                "comparisons": rows, "positive_control": verdict}
+
+
+def _paired(treatment: list[float], reference: list[float]):
+    """The paired difference with its t-interval, and the paired t and Wilcoxon tests."""
+    return comparison.paired_diff_ci(treatment, reference), stats.paired_test(treatment, reference)
 
 
 def _mean(xs) -> float:

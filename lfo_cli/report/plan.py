@@ -15,8 +15,9 @@ from lfo_cli.report.load import Run
 PLAN_FILE = "plan.yaml"
 _KEYS = {"title", "primary", "statistic", "secondary", "smallest_effect", "alpha", "mechanism", "reference",
          "positive_control", "positive_control_effect", "arms", "by"}
-STATISTICS = ("final", "auc")  # the primary outcome's value per run: its last evaluation, or its curve's AUC
-EFFECTS = ("higher", "lower")
+# key -> its allowed values, the first the default
+CHOICES = {"statistic": ("final", "auc"),  # the primary outcome per run: its last evaluation, or its curve's AUC
+           "positive_control_effect": ("higher", "lower")}
 
 
 @dataclass
@@ -90,9 +91,10 @@ def _parse(f: Path) -> Plan:
     sde = raw.get("smallest_effect")
     if sde is not None and (not isinstance(sde, (int, float)) or sde <= 0):
         raise LfoError(f"{f}: smallest_effect must be > 0, got {sde!r}")
-    for key, allowed, default in (("statistic", STATISTICS, "final"), ("positive_control_effect", EFFECTS, "higher")):
-        if raw.get(key, default) not in allowed:
-            raise LfoError(f"{f}: {key} must be one of {', '.join(allowed)}, got {raw[key]!r}")
+    choices = {key: raw.get(key, allowed[0]) for key, allowed in CHOICES.items()}
+    for key, value in choices.items():
+        if value not in CHOICES[key]:
+            raise LfoError(f"{f}: {key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
     mech = raw.get("mechanism") or []
     if not isinstance(mech, list) or not all(isinstance(m, str) for m in mech):
         raise LfoError(f"{f}: mechanism is a list of metric names")
@@ -100,5 +102,4 @@ def _parse(f: Path) -> Plan:
                 reference=str(raw["reference"]), secondary=raw.get("secondary"),
                 smallest_effect=None if sde is None else float(sde), alpha=float(alpha), mechanism=list(mech),
                 positive_control=raw.get("positive_control"),
-                by=None if raw.get("by") is None else str(raw["by"]), statistic=raw.get("statistic", "final"),
-                positive_control_effect=raw.get("positive_control_effect", "higher"), path=f)
+                by=None if raw.get("by") is None else str(raw["by"]), path=f, **choices)

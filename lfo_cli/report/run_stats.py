@@ -19,7 +19,6 @@ SMOOTH_WINDOW = 3  # evaluations in the trailing mean behind tasks-to-threshold 
 BAND_RESAMPLES = 1999  # bootstrap resamples per learning-curve point (bands only; tables use 9,999)
 
 
-
 def mean_band(curves) -> list[dict]:
     """Pool ``curves`` (an iterable of (xs, ys), one per seed) by x: at each x the mean over seeds with a
     percentile-bootstrap band (``BAND_RESAMPLES``), as rows {tasks_seen, mean, ci_low, ci_high, n} sorted by x;
@@ -42,6 +41,7 @@ def draw_band(ax, sub, color: str, label: str, dashed: bool, alpha: float = 0.12
     band = sub.dropna(subset=["ci_low", "ci_high"])
     if not band.empty:
         ax.fill_between(band.tasks_seen, band.ci_low, band.ci_high, color=color, alpha=alpha, linewidth=0)
+
 
 @dataclass
 class RunStats:

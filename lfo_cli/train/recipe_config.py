@@ -65,7 +65,8 @@ class DataSection:
         metadata={"help": "Also train on companies generated afresh for the run (this many, seeded by the run seed, "
                   "none of the world's: neither its training nor its held-out companies), making "
                   "data.fresh_company_share of the training tasks. Their routes and exceptions cannot be "
-                  "memorised across episodes, only read: the reading study's positive control. 0 = off."},
+                  "memorised across episodes, only read (a positive-control candidate that, in pilot G of docs/study.md, "
+                  "left held-out d2 where it was). 0 = off."},
     )
     fresh_company_share: float = field(
         default=0.0,

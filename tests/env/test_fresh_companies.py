@@ -1,5 +1,6 @@
-"""RL tasks on companies generated afresh for a run (data.fresh_companies / data.fresh_company_share): the
-reading study's positive control. Each test builds its own world, since the pool adds companies to it."""
+"""RL tasks on companies generated afresh for a run (data.fresh_companies / data.fresh_company_share): a
+positive-control candidate of the reading study. Each test builds its own world, since the pool adds companies
+to it."""
 
 from __future__ import annotations
 
