@@ -43,7 +43,8 @@ def build_report(paths: list[Path], out: Path, corr_window: int | None = None) -
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rep = Report(out, Writer(out), runs, skipped)
-    varying = assign_conditions(runs)
+    plan = load_plan(paths)
+    varying = assign_conditions(runs, plan)
     train = sorted([r for r in runs if r.kind == "grpo"], key=lambda r: (r.condition, *seed_key(r)))
     wmil = sorted([r for r in runs if r.kind == "wmil"], key=lambda r: (r.condition, *seed_key(r)))
     others = sorted({r.kind for r in runs} - {"grpo", "wmil"})
@@ -58,7 +59,6 @@ def build_report(paths: list[Path], out: Path, corr_window: int | None = None) -
         training_sections(rep, train, varying.get("grpo", []), corr_window, pd, plt)
         if study.applies(train):
             study.study_section(rep, train, condition_order(train, "grpo", varying.get("grpo", [])), pd, plt)
-        plan = load_plan(paths)
         if plan is None and calibration.applies(train):  # a declared study's arms are not calibration probes
             calibration.calibration_section(rep, train, pd)
         if declared.applies(plan, train):

@@ -122,6 +122,11 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
     if rep.skipped:
         head.append(f"- Unreadable run dirs skipped: {len(rep.skipped)} (" +
                     "; ".join(f"{p}: {why}" for p, why in rep.skipped) + ").")
+    declared = s.get("declared") or {}
+    for sentence in declared.get("sentences", []):  # a declared plan's primary comparisons lead
+        head.append(f"- Declared comparison: {sentence}")
+    if declared.get("positive_control"):
+        head.append("- " + declared["positive_control"].replace("**", ""))
     for line in signal_lines(train):
         head.append(f"- {line}")
     for sentence in (s.get("study") or {}).get("sentences", []):

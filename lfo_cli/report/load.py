@@ -57,6 +57,8 @@ class Run:
     commit: str | None = None  # run.json's git_commit: the code the run trained with
     condition: str = ""  # assigned by assign_conditions
     role: str = ""  # grpo: baseline | dual
+    arm: str | None = None  # a declared plan's arm (plan.yaml beside the runs): then the condition's name
+    reference: bool = False  # the plan's reference arm: listed first, the baseline every arm is compared with
 
     @property
     def name(self) -> str:
@@ -249,8 +251,12 @@ def _distinct(cfgs: list[dict], key: str, kind: str) -> int:
     return len(vals)
 
 
-def assign_conditions(runs: list[Run]) -> dict[str, list[str]]:
-    """Set ``run.condition``/``run.role``; return {kind: varying keys} (the keys that name conditions)."""
+def assign_conditions(runs: list[Run], plan: Any = None) -> dict[str, list[str]]:
+    """Set ``run.condition``/``run.role``; return {kind: varying keys} (the keys that name conditions).
+
+    With a declared ``plan`` (:class:`lfo_cli.report.plan.Plan`), a training run of one of its arms is named by
+    the arm (``positive-control``, not the config values that tell it apart) and the reference arm is listed
+    first; roles stay as the world-model weight says (baseline: wm.coef 0)."""
     varying: dict[str, list[str]] = {}
     for kind in sorted({r.kind for r in runs}):
         group = [r for r in runs if r.kind == kind]
@@ -274,6 +280,8 @@ def assign_conditions(runs: list[Run]) -> dict[str, list[str]]:
             else:
                 r.condition = label or kind
             r._cond_cfg = c  # type: ignore[attr-defined]
+            if plan is not None and kind == "grpo" and (arm := plan.arm_of(r)) is not None:
+                r.arm, r.condition, r.reference = arm, arm, arm == plan.reference
     _refuse_copies(runs)
     return varying
 
@@ -293,13 +301,15 @@ def _refuse_copies(runs: list[Run]) -> None:
 
 
 def condition_order(runs: list[Run], kind: str, varying: list[str]) -> list[str]:
-    """Conditions of ``kind`` sorted: baseline first, then by the varying keys' values (numbers numerically)."""
+    """Conditions of ``kind`` sorted: a plan's reference arm first, then baselines, then by the varying keys'
+    values (numbers numerically)."""
     seen: dict[str, tuple] = {}
     for r in runs:
         if r.kind != kind or r.condition in seen:
             continue
         c = r._cond_cfg  # type: ignore[attr-defined]
-        seen[r.condition] = (0 if r.role == "baseline" else 1, *[_sort_value(c.get(k)) for k in varying])
+        seen[r.condition] = (0 if r.reference else 1, 0 if r.role == "baseline" else 1,
+                             *[_sort_value(c.get(k)) for k in varying])
     return sorted(seen, key=lambda name: (seen[name], name))
 
 

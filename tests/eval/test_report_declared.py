@@ -107,6 +107,9 @@ def test_declared_comparisons_have_the_known_answers(study, tmp_path):
     assert "## The test study: the declared comparisons" in index
     assert "**Positive control** (`bonus`, chosen to make `heldout/success/d2` higher): detected" in index
     assert "shared: no effect detected on `heldout/success/d2`" in index
+    summary_text = index.split("## Summary", 1)[1].split("\n## ", 1)[0]  # the declared answer leads the summary
+    assert "- Declared comparison: shared: no effect detected" in summary_text
+    assert "- Positive control (`bonus`, chosen to make `heldout/success/d2` higher): detected" in summary_text
     assert "1 run(s) outside the plan's arms are left out" in index
     assert summary["declared"]["reference"] == "baseline"
     assert "calibration" not in summary  # its wm arm logs wm_over_rl beside 8 baselines: not a calibration
@@ -165,6 +168,40 @@ def test_the_auc_statistic_sees_a_control_that_only_slows_learning(tmp_path):
                                                    sort_keys=False))
     build_report([root], tmp_path / "wrong_way")
     assert "moved the outcome the other way" in (tmp_path / "wrong_way" / "index.md").read_text()
+
+
+def test_a_control_seen_only_before_holm_says_so(study, tmp_path):
+    """Raw p 0.033 over 8 pairs (interval excludes 0), Holm over two arms doubles it: the arm's line and the
+    positive control's verdict must agree on what was and was not detected."""
+    for s in SEEDS:
+        run = study / f"bonus_s{s}"
+        for f in sorted(run.rglob("*"), reverse=True):
+            f.unlink() if f.is_file() else f.rmdir()
+        run.rmdir()
+        _run(study, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + (0.0 if s % 2 else 0.03))
+    build_report([study], tmp_path / "report")
+    bonus = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    assert float(bonus["primary_low"]) > 0 and 0.05 <= float(bonus["ttest_p_holm"]) < 0.1
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert ("bonus: no effect detected on `heldout/success/d2` (its unadjusted interval excludes 0, Holm's "
+            "correction over the arms does not)") in index
+    assert "higher): detected, " in index and "not after Holm's correction over the arms" in index
+
+
+def test_conditions_are_named_by_the_plans_arms(study, tmp_path):
+    """With a plan, the report's other sections name a condition by its arm (not the config values telling it
+    apart), list the reference first and compare every arm with it; a run in no arm keeps its config label."""
+    build_report([study], tmp_path / "report")
+    with (tmp_path / "report" / "conditions.csv").open(newline="") as fh:
+        names = [r["condition"] for r in csv.DictReader(fh)]
+    assert names[0] == "baseline" and {"bonus", "shared"} <= set(names)
+    assert any(n.startswith("dual (") for n in names)  # other_s0: in no arm
+    with (tmp_path / "report" / "study_comparisons.csv").open(newline="") as fh:
+        compared = {r["condition"]: r["baseline"] for r in csv.DictReader(fh)}
+    assert compared["bonus"] == "baseline" and compared["shared"] == "baseline"  # bonus has wm.coef 0: compared too
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert "### Each condition vs the baseline (baseline), paired by seed" in index
+    assert "## Training companies' difficulty 2" in index and "declared before the grid: baseline" not in index
 
 
 def test_without_a_plan_no_declared_section(study, tmp_path):
