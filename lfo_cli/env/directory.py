@@ -1,7 +1,7 @@
 """The search tool's deterministic outputs: a company's directory, or "not found" with close names.
 
-Cached per world (in the :class:`~lfo_cli.env.world.WorldData` instance), since every episode on a world
-asks for the same directories.
+Cached per world (in :attr:`~lfo_cli.env.world.WorldData.derived`, which adding companies empties), since
+every episode on a world asks for the same directories.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from lfo_cli.env.world import Company, WorldData
 
 
 def directory(world: WorldData, company: Company) -> tuple[str, str]:
-    cache = world.__dict__.setdefault("_directory_cache", {})
+    cache = world.derived.setdefault("directory", {})
     hit = cache.get(company.id)
     if hit is None:
         lines = [f"Directory for {company.name} ({company.industry}):"]
@@ -23,7 +23,7 @@ def directory(world: WorldData, company: Company) -> tuple[str, str]:
 
 
 def not_found(world: WorldData, raw: str, key: str) -> str:
-    cache = world.__dict__.setdefault("_not_found_cache", {})
+    cache = world.derived.setdefault("not_found", {})
     matches = cache.get(key)
     if matches is None:
         matches = [world.name_index[k].name for k in close_names(world, key)]
@@ -40,13 +40,13 @@ def not_found(world: WorldData, raw: str, key: str) -> str:
 def close_names(world: WorldData, key: str, n: int = 3) -> list[str]:
     """Up to ``n`` normalised names close to ``key``: names sharing a word, ranked by shared words then
     string similarity; if none shares a word (a typo), difflib over all names."""
-    index = world.__dict__.get("_token_index")
+    index = world.derived.get("name_tokens")
     if index is None:
         index = {}
         for name in world.name_index:
             for tok in set(name.split()):
                 index.setdefault(tok, []).append(name)
-        world.__dict__["_token_index"] = index
+        world.derived["name_tokens"] = index
     shared: dict[str, int] = {}
     for tok in set(key.split()):
         for name in index.get(tok, ()):

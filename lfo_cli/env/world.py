@@ -157,6 +157,9 @@ class WorldData:
             self.name_index[normalize_name(c.name)] = c
             for d in c.departments:
                 self.phone_index[normalize_phone(d.phone)] = (c, d)
+        # Lookups other modules derive from the companies (lfo_cli.env.directory's directories and close names),
+        # kept per world since every episode asks the same; emptied whenever companies are added.
+        self.derived: dict[str, dict] = {}
 
     def task(self, task_id: str) -> Task:
         try:
@@ -197,8 +200,7 @@ class WorldData:
             for d in c.departments:
                 self.phone_index[normalize_phone(d.phone)] = (c, d)
         self.added_company_ids = self.added_company_ids | {c.id for c in companies}
-        for cache in ("_token_index", "_not_found_cache"):  # lfo_cli.env.directory's lookups over all names
-            self.__dict__.pop(cache, None)
+        self.derived.clear()
 
     def copy(self) -> WorldData:
         """A world with the same companies and tasks whose additions (`add_companies`, `register_tasks`) leave
