@@ -31,6 +31,7 @@ arms takes that away; otherwise the report says the design lacked power for that
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -149,28 +150,34 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
     """Append the section to ``rep.md``, its tables and figure to ``rep.writer``; ``rep.summary["declared"]``."""
     W = rep.writer
     runs: dict[str, list[ArmRun]] = {a: [] for a in plan.arms}
-    unmatched = 0
+    unmatched = unfinished = 0
     for r in train:
         arm = plan.arm_of(r)
         a = arm_run(r, plan) if arm else None
         if a is None:
             unmatched += 1
             continue
+        if r.status != "complete":  # a run cut short has fewer evaluations: its mean over the run is another measure
+            unfinished += 1
+            continue
         runs[arm].append(a)
     for v in runs.values():
         v.sort(key=lambda a: (a.seed is None, a.seed if isinstance(a.seed, int) else -1, a.run.name))
     ref = plan.reference
     arms = [a for a in plan.arms if a != ref and runs[a]]
+    # Holm's family: every declared arm but the reference; one without a test (no runs, < 2 pairs) counts as p = 1
+    family = max(1, len(plan.arms) - 1)
     P = plan.primary
     rep.md.append(f"## {plan.title}: the declared comparisons\n")
     rep.md.append(f"The plan: `{plan.path.name if plan.path else PLAN_FILE}`. Primary outcome `{P}`, "
                   + ("at each run's last evaluation" if plan.statistic == "final" else
                      "its mean over each run (the area under its curve vs tasks seen, step 0 to the last evaluation)")
                   + f"; every arm against `{ref}`, paired by seed; family-wise alpha {plan.alpha:g} "
-                  f"over {len(arms)} arm(s) (Holm)"
+                  f"over the {family} declared arm(s) (Holm; an arm without a test counts as p = 1)"
                   + (f"; declared smallest detectable effect {num(plan.smallest_effect)}" if plan.smallest_effect
                      else "") + ". Runs per arm: " + ", ".join(f"{a} {len(v)}" for a, v in runs.items())
-                  + (f"; {unmatched} run(s) outside the plan's arms are left out." if unmatched else ".") + "\n")
+                  + (f"; {unmatched} run(s) outside the plan's arms are left out" if unmatched else "")
+                  + (f"; {unfinished} unfinished run(s) are left out" if unfinished else "") + ".\n")
     if not runs[ref]:
         rep.md.append(f"Skipped: no run of the reference arm `{ref}`.\n")
         rep.summary["declared"] = {"title": plan.title, "reference": ref, "comparisons": []}
@@ -183,17 +190,20 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
                                                fraction=THRESHOLD_FRACTION)
     rows = []
     for arm in arms:
-        seeds = sorted(set(by_seed[ref]) & set(by_seed[arm]), key=lambda s: (s is None, s))
+        common = sorted(set(by_seed[ref]) & set(by_seed[arm]), key=lambda s: (s is None, s))
+        # a pair is compared over the same evaluations (tasks seen) on both sides, or not at all
+        seeds = [s for s in common if by_seed[arm][s].x == by_seed[ref][s].x]
         b = [by_seed[ref][s] for s in seeds]
         t = [by_seed[arm][s] for s in seeds]
         diff, test = _paired([r.primary for r in t], [r.primary for r in b])
         d = [x.primary - y.primary for x, y in zip(t, b, strict=True)]
         sd = statistics.stdev(d) if len(d) >= 2 else math.nan
+        sd = sd if sd > 1e-12 else math.nan  # every pair moved by the same amount: no spread to size an effect by
         auc = comparison.paired_diff_ci([r.secondary_auc for r in t], [r.secondary_auc for r in b])
         poi = comparison.probability_of_improvement([r.primary for r in runs[arm]], [r.primary for r in base])
         ratio = _ratio(b, t, threshold)
         rows.append({
-            "arm": arm, "reference": ref, "pairs": diff.n,
+            "arm": arm, "reference": ref, "pairs": diff.n, "pairs_dropped": len(common) - len(seeds),
             "primary_diff": diff.value, "primary_low": diff.low, "primary_high": diff.high,
             "ttest_p": test.ttest_p, "wilcoxon_p": test.wilcoxon_p, "wins": test.wins, "losses": test.losses,
             "p_improvement": poi.value, "p_improvement_low": poi.low, "p_improvement_high": poi.high,
@@ -202,15 +212,16 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
             "ratio_kind": ratio.get("kind", ""), "ratio_text": ratio_text(ratio),
             "start": _mean([r.primary_start for r in runs[arm]]), "gain_auc": _mean([r.gain_auc for r in runs[arm]]),
             "wm_over_rl_median": _median([r.wm_over_rl for r in runs[arm]]),
-            "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / max(1, len(arms))),
+            "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / family),
         })
         if plan.statistic != "final":  # the outcome's level at the last evaluation, beside its mean over the run
             fin, ftest = _paired([r.primary_final for r in t], [r.primary_final for r in b])
             rows[-1].update({"final_diff": fin.value, "final_low": fin.low, "final_high": fin.high,
                              "final_ttest_p": ftest.ttest_p, "final_wilcoxon_p": ftest.wilcoxon_p})
     for key in ("ttest_p", "wilcoxon_p") + (("final_ttest_p", "final_wilcoxon_p") if plan.statistic != "final" else ()):
-        for r, adj in zip(rows, stats.holm([r[key] for r in rows]), strict=True):
-            r[f"{key}_holm"] = adj
+        raw = [r[key] if finite(r[key]) else 1.0 for r in rows] + [1.0] * (family - len(rows))
+        for r, adj in zip(rows, stats.holm(raw), strict=False):
+            r[f"{key}_holm"] = adj if finite(r[key]) else math.nan
     ref_row = {"start": _mean([r.primary_start for r in base]), "gain_auc": _mean([r.gain_auc for r in base]),
                "wm_over_rl_median": _median([r.wm_over_rl for r in base])}
     W.csv("declared_comparisons.csv", pd.DataFrame(rows, columns=list(rows[0]) if rows else ["arm"]))
@@ -226,8 +237,14 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
 
 
 def _paired(treatment: list[float], reference: list[float]):
-    """The paired difference with its t-interval, and the paired t and Wilcoxon tests."""
-    return comparison.paired_diff_ci(treatment, reference), stats.paired_test(treatment, reference)
+    """The paired difference with its t-interval, and the paired t and Wilcoxon tests on the differences
+    rounded to 12 decimals (a constant shift must not read as a spread of 1e-17 and a p of 1e-15). Pairs that
+    all differ by 0 give p = 1: no evidence of a difference, and still a member of Holm's family."""
+    d = [round(t - r, 12) for t, r in zip(treatment, reference, strict=True)]
+    test = stats.paired_test(d, [0.0] * len(d))
+    if len(d) >= 2 and not any(d):
+        test = dataclasses.replace(test, wilcoxon_p=1.0, ttest_p=1.0)
+    return comparison.paired_diff_ci(treatment, reference), test
 
 
 def _mean(xs) -> float:
@@ -241,7 +258,9 @@ def _median(xs) -> float:
 
 
 def _ratio(b: list[ArmRun], t: list[ArmRun], threshold: float) -> dict:
-    if not finite(threshold) or not b:
+    if not b:
+        return {"ratio": math.nan, "n": 0, "note": "no seed paired with the reference"}
+    if not finite(threshold):
         return {"ratio": math.nan, "n": 0, "note": "no threshold: the reference did not gain"}
     # held-out evaluations are few (start, end and every heldout_every steps): no smoothing window
     to = [[stats.tasks_to_threshold(r.x, r.y, threshold, window=1) for r in side] for side in (b, t)]
@@ -283,7 +302,7 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
              f"in `{plan.primary}`): **{num(threshold)}**. Intervals: t-intervals over seed pairs; p-values: paired "
              "t-test and Wilcoxon signed-rank, each Holm-adjusted over the arms (raw in `declared_comparisons.csv`); "
              "P(better): probability of improvement of the primary outcome, percentile bootstrap. *Smallest "
-             "detectable*: the difference this many pairs detect with 80% power at the arm's Holm-free alpha / arms, "
+             "detectable*: the difference this many pairs detect with 80% power at the declared alpha / number of arms, "
              "from the observed paired spread.\n",
              f"| arm | pairs | {_label(plan)} diff [95% CI] | p (t, Holm) | p (Wilcoxon, Holm) | wins / losses | "
              "P(better) | " + (f"{plan.secondary} AUC diff | " if plan.secondary else "")
@@ -306,19 +325,27 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
     sentences = []
     for r in rows:
         p = r["ttest_p_holm"]
+        dropped = (f" ({r['pairs_dropped']} pair(s) left out: their evaluations differ from the reference's)"
+                   if r["pairs_dropped"] else "")
         if not finite(r["primary_diff"]) or r["pairs"] < 2:
-            sentences.append(f"{r['arm']}: insufficient seed pairs for a comparison.")
-        elif finite(p) and p < plan.alpha:
+            sentences.append(f"{r['arm']}: insufficient seed pairs for a comparison{dropped}.")
+            continue
+        if not finite(p):
+            sentences.append(f"{r['arm']}: every pair differs from the reference by the same amount "
+                             f"({num(r['primary_diff'])}): no spread, so no t-test (Wilcoxon p, Holm-adjusted: "
+                             f"{pval(r['wilcoxon_p_holm'])}){dropped}.")
+        elif p < plan.alpha:
             word = "above" if r["primary_diff"] > 0 else "below"
             diff = est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})
             sentences.append(f"{r['arm']}: {_label(plan)} {word} the reference (difference {diff}, Holm-adjusted "
-                             f"t-test p {pval(p)}).")
+                             f"t-test p {pval(p)}){dropped}.")
         else:
             diff = est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})
             raw = (" (its unadjusted interval excludes 0, Holm's correction over the arms does not)"
                    if _excludes_zero(r) else "")
             sentences.append(f"{r['arm']}: no effect detected on {_label(plan)}{raw} (difference {diff}, "
-                             f"Holm-adjusted p {pval(p)}; this design detects about {num(r['mde'])} with 80% power).")
+                             f"Holm-adjusted p {pval(p)}; this design detects about {num(r['mde'])} with 80% power)"
+                             f"{dropped}.")
     rep.md.append("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in sentences) + "\n")
     return sentences
 
@@ -397,7 +424,9 @@ def _positive_control(plan: Plan, rows: list[dict]) -> str | None:
     below = finite(row["primary_high"]) and row["primary_high"] < 0
     if (above and plan.positive_control_effect == "higher") or (below and plan.positive_control_effect == "lower"):
         p = row["ttest_p_holm"]
-        if finite(p) and p >= plan.alpha:
+        if not finite(p):
+            return f"{name}: detected, {ci}: every pair moved the same way by the same amount (no t-test to correct)."
+        if p >= plan.alpha:
             return (f"{name}: detected, {ci} (its interval excludes 0), though not after Holm's correction over the "
                     f"arms (p {pval(p)}): the design sees an effect of that size in one comparison, and a null for "
                     "another arm under the family-wise test bounds a somewhat larger one.")

@@ -188,6 +188,53 @@ def test_a_control_seen_only_before_holm_says_so(study, tmp_path):
     assert "higher): detected, " in index and "not after Holm's correction over the arms" in index
 
 
+def _drop(run: Path) -> None:
+    for f in sorted(run.rglob("*"), reverse=True):
+        f.unlink() if f.is_file() else f.rmdir()
+    run.rmdir()
+
+
+def test_holms_family_is_every_declared_arm_and_unusable_runs_are_left_out(study, tmp_path):
+    """An arm without a test still counts in Holm's family (as p = 1); an unfinished run, and a pair whose
+    evaluations differ from the reference's, are left out and counted."""
+    for s in SEEDS[1:]:
+        _drop(study / f"shared_s{s}")  # shared: one seed, no test
+    (study / "bonus_s7" / "summary.json").write_text(json.dumps({"status": "incomplete"}))
+    rows = [json.loads(line) for line in (study / "bonus_s6" / "metrics.jsonl").read_text().splitlines()]
+    (study / "bonus_s6" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] != 60))
+    build_report([study], tmp_path / "report")
+    rows = _rows(tmp_path / "report" / "declared_comparisons.csv")
+    bonus, shared = rows["bonus"], rows["shared"]
+    assert int(bonus["pairs"]) == 6 and int(bonus["pairs_dropped"]) == 1
+    assert int(shared["pairs"]) == 1 and shared["ttest_p_holm"] == ""
+    assert float(bonus["ttest_p_holm"]) == pytest.approx(min(1.0, 2 * float(bonus["ttest_p"])))
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert "over the 2 declared arm(s) (Holm; an arm without a test counts as p = 1)" in index
+    assert "1 unfinished run(s) are left out" in index
+    assert "(1 pair(s) left out: their evaluations differ from the reference's)" in index
+
+
+@pytest.mark.parametrize(("shift", "verdict"), [(0.0, "no effect detected"), (0.03, "every pair differs from the reference by the same amount (0.03)")])
+def test_identical_or_shifted_pairs_get_a_test_or_say_why_not(tmp_path, shift, verdict):
+    """Pairs that all differ by 0 give p = 1 (a member of the family, no evidence); pairs that all differ by
+    one amount (up to float noise) have no spread: no t-test, said in words, never a p of 1e-15."""
+    root = tmp_path / "runs"
+    for s in SEEDS[:4]:
+        _run(root, f"baseline_s{s}", s, {}, gain=0.15)
+        _run(root, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + shift)
+    plan = {**PLAN, "arms": {"baseline": PLAN["arms"]["baseline"], "bonus": PLAN["arms"]["bonus"]}}
+    (root / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    build_report([root], tmp_path / "report")
+    bonus = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert f"bonus: {verdict}" in index
+    if shift:
+        assert bonus["ttest_p"] == "" and bonus["mde"] == ""
+        assert "every pair moved the same way by the same amount" in index
+    else:
+        assert float(bonus["ttest_p"]) == 1.0 and float(bonus["wilcoxon_p"]) == 1.0
+
+
 def test_conditions_are_named_by_the_plans_arms(study, tmp_path):
     """With a plan, the report's other sections name a condition by its arm (not the config values telling it
     apart), list the reference first and compare every arm with it; a run in no arm keeps its config label."""
