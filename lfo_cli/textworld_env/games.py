@@ -1,10 +1,12 @@
-"""TextWorld games from a seed: generated in-process (no download), cached, listed in a manifest.
+"""TextWorld games from a seed: generated locally (no download), cached, listed in a manifest.
 
 A :class:`GameSpec` names the game type and its difficulty settings. ``generate_games(spec, seeds)`` makes
 each seed's game once under ``$LFO_HOME/textworld/<spec key>/`` (``seed-N.z8`` for the interpreter,
 ``seed-N.json`` TextWorld's description of the game) and writes ``manifest.json`` with the sha256 of each
 game's description: the same spec and seeds give the same manifest on any machine and any day (the story
-file embeds its compile date, so its own hash is recorded but not compared).
+file embeds its compile date, so its own hash is recorded but not compared). TextWorld's generator iterates
+over sets, whose order follows Python's per-process string hashing, and that order reaches the description:
+games are therefore made in a child interpreter with ``PYTHONHASHSEED=0``, never in the calling process.
 
 Held-out games are unseen seeds, and for cooking also the ``valid``/``test`` splits, whose foods and
 preparations the ``train`` split never uses.
@@ -14,10 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ from lfo_cli.textworld_env.rng import preserved_global_rng
 KINDS = {"cooking": "tw-cooking", "coin_collector": "tw-coin_collector", "treasure_hunter": "tw-treasure_hunter"}
 SPLITS = ("train", "valid", "test")
 INSTALL = "pip install -e '.[textworld]'"
+MAX_SEED = 2**32 - 1  # TextWorld's generator seeds numpy with it
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,9 @@ class GameFile:
 
 def require_textworld():
     try:
-        import textworld
-        import textworld.challenges
+        with preserved_global_rng():  # importing textworld draws from numpy's global generator
+            import textworld
+            import textworld.challenges
     except ImportError:
         raise LfoError(f"the TextWorld world needs the textworld extra: {INSTALL}") from None
     return textworld
@@ -133,23 +139,66 @@ def _make(spec: GameSpec, seed: int, out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def generate_games(spec: GameSpec, seeds: list[int] | range, root: Path | None = None,
+def check_seeds(seeds: Iterable[Any]) -> None:
+    """One ``LfoError`` for the first seed TextWorld cannot take, before any game is made."""
+    for seed in seeds:
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+            raise LfoError(f"textworld: a game seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+
+
+def _cached(z8: Path, desc: Path) -> bool:
+    """Both files there and whole (a truncated description or story file is made again, never recorded)."""
+    if not (z8.is_file() and desc.is_file()):
+        return False
+    try:
+        json.loads(desc.read_bytes())
+        check_story_file(z8)
+    except (ValueError, LfoError):
+        return False
+    return True
+
+
+def _maker() -> ProcessPoolExecutor:
+    """One child interpreter with string hashing fixed, so the same seed gives the same description anywhere."""
+    before = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = "0"  # read by the spawned interpreter at its start
+    try:
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        pool.submit(int).result()  # start it now, while the variable is set
+    finally:
+        if before is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = before
+    return pool
+
+
+def generate_games(spec: GameSpec, seeds: list[int] | range, root: str | Path | None = None,
                    on_game: Callable[[int], None] | None = None) -> list[GameFile]:
     """Each seed's game, made once and cached (``on_game(done)`` after each); ``manifest.json`` lists every
     game made for the spec."""
     spec.check()
-    out = (root or lfo_home() / "textworld") / spec.key()
+    seeds = list(seeds)
+    check_seeds(seeds)
+    out = (Path(root) if root else lfo_home() / "textworld") / spec.key()
     out.mkdir(parents=True, exist_ok=True)
-    games = []
-    for seed in seeds:
-        if not isinstance(seed, int) or seed < 0:
-            raise LfoError(f"textworld: a game seed must be an integer >= 0, got {seed!r}")
-        z8, desc = out / f"seed-{seed}.z8", out / f"seed-{seed}.json"
-        if not (z8.is_file() and desc.is_file()):
-            _make(spec, seed, out)
-        games.append(GameFile(seed, z8, _sha256(desc)))
-        if on_game is not None:
-            on_game(len(games))
+    files = {seed: (out / f"seed-{seed}.z8", out / f"seed-{seed}.json") for seed in seeds}
+    missing = [seed for seed in dict.fromkeys(seeds) if not _cached(*files[seed])]
+    if missing:
+        require_textworld()  # the extra's one error line here, not from the child
+    pool = _maker() if missing else None
+    try:
+        games = []
+        for seed in seeds:
+            if seed in missing:
+                pool.submit(_make, spec, seed, out).result()
+                missing.remove(seed)
+            games.append(GameFile(seed, files[seed][0], _sha256(files[seed][1])))
+            if on_game is not None:
+                on_game(len(games))
+    finally:
+        if pool is not None:
+            pool.shutdown()
     manifest = out / "manifest.json"
     listed = json.loads(manifest.read_text()).get("games", {}) if manifest.is_file() else {}
     listed.update({str(g.seed): {"json_sha256": g.sha256, "z8": g.path.name} for g in games})

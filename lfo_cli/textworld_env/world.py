@@ -29,7 +29,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, read_json
 from lfo_cli.textworld_env.environment import ACT, MAX_STEPS, TextWorldEnv, TextWorldFactory
 from lfo_cli.textworld_env.episodes import gold_policy, random_policy
-from lfo_cli.textworld_env.games import GameFile, GameSpec, generate_games
+from lfo_cli.textworld_env.games import GameFile, GameSpec, check_seeds, generate_games
 from lfo_cli.worlds.base import Example, SemanticProbe, TaskPools, World
 from lfo_cli.worlds.tasks import sub_seed
 
@@ -68,8 +68,10 @@ def write_world(out_dir: str | Path, spec: GameSpec, seeds: Mapping[str, Sequenc
                 seed: int = 0, force: bool = False, on_game=None) -> Path:
     """Make every split's games (cached) and write ``out_dir/textworld_world.json``; an existing different
     file is kept unless ``force``."""
-    spec.check()
+    for split in SPLITS:  # every split's spec and seed checked before the first game is made
+        split_spec(spec, split, heldout_split).check()
     content = world_file(spec, seeds, heldout_split, seed)
+    check_seeds([s for split in SPLITS for s in content["seeds"][split]])
     games: dict[str, dict[str, str]] = {}
     done = 0
     for split in SPLITS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,41 @@ def test_the_same_seeds_give_the_same_games_and_other_seeds_other_ones(games, tm
     assert manifest["spec"]["go"] == 6 and sorted(manifest["games"], key=int) == ["0", "1", "2", "3"]
     other = generate_games(GameSpec(kind="cooking", recipe=1, take=1, go=6, split="valid"), [0], root=tmp_path)
     assert other[0].sha256 != games[0].sha256  # the valid split: other foods for the same seed
+
+
+FRESH = """
+import json, sys
+import numpy as np
+np.random.seed(2)
+before = np.random.get_state()[1].copy()
+from lfo_cli.textworld_env.games import GameSpec, generate_games
+made = generate_games(GameSpec(kind="cooking", recipe=1, take=1, go=6), [0, 1], root=sys.argv[1])
+print(json.dumps({"sha": [g.sha256 for g in made], "rng": bool((np.random.get_state()[1] == before).all()),
+                  "imported": "textworld" in sys.modules}))
+"""
+
+
+def test_another_process_makes_the_same_games_and_importing_textworld_moves_no_rng(games, tmp_path):
+    """TextWorld's generator iterates over sets (their order follows the process's string hashing): a process
+    with another hash seed must still make the same descriptions. That process imports textworld for the first
+    time, which draws from numpy's global generator unless guarded."""
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", FRESH, str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=300, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["sha"] == [g.sha256 for g in games[:2]]
+    assert got["imported"] and got["rng"]
+
+
+def test_seeds_are_checked_before_any_game_and_a_broken_cached_game_is_made_again(games, tmp_path):
+    with pytest.raises(LfoError, match=r"integer in \[0, 4294967295\], got 4294967296"):
+        generate_games(COOKING, [5, 2**32], root=tmp_path)
+    assert not list(tmp_path.rglob("seed-5.*"))  # refused before seed 5 was made
+    root = tmp_path / "copy"
+    shutil.copytree(games[0].path.parent, root / games[0].path.parent.name)
+    desc = root / games[0].path.parent.name / "seed-0.json"
+    desc.write_text(desc.read_text()[:100])  # truncated: made again, never recorded as it is
+    assert generate_games(COOKING, [0], root=root)[0].sha256 == games[0].sha256
 
 
 def test_reset_and_act_leave_every_global_rng_as_it_was(games, tmp_path):

@@ -56,6 +56,12 @@ def test_the_world_file_pins_every_split_and_a_rerun_writes_the_same(home):
     assert (home / "again" / WORLD_FILE).read_text() == (home / "data" / WORLD_FILE).read_text()
     other = CliRunner().invoke(app, [*GEN[:-1], "8", "--output-dir", str(home / "data")])  # another world, same dir
     assert other.exit_code == 2 and "holds another world; pass --force" in other.output
+    # every split's spec and seed is checked before the first game is made
+    for args, says in ((["--seed", "500", "--heldout-split", "bogus"], "split must be one of"),
+                       (["--seed", str(2**32 - 2)], "integer in [0, 4294967295], got 4294967296")):
+        bad = CliRunner().invoke(app, [*GEN[:-2], *args, "--output-dir", str(home / "bad")])
+        assert bad.exit_code == 2 and says in bad.output, bad.output
+    assert not list((home / "home").rglob("seed-500.*")) and not list((home / "home").rglob("seed-4294967294.*"))
 
 
 def test_gold_wins_every_game_through_the_worlds_episode_runner(home):
