@@ -233,3 +233,15 @@ def test_every_key_the_report_reads_is_one_a_run_writes(written):
     nowhere = sorted(k for k, v in missing.items() if not any(holds(k, v, w) for w in others))
     assert not nowhere, f"the report reads these, and nothing here writes them: {nowhere}"
     assert set(NOT_IN_THE_TINY_RUN) | set(NOT_WRITTEN_BY_A_RUN) <= set(report_reads())  # no stale entries
+
+
+def test_run_seconds_counts_each_step_and_evaluation_once():
+    from lfo_cli.run_record import run_seconds
+
+    rows = [{"step": 0, "eval_seconds": 10.0},
+            {"step": 1, "step_time": 2.0}, {"step": 2, "step_time": 3.0},
+            {"step": 2, "step_time": 4.0},  # logged again after a resume from checkpoint-1: the last value counts
+            {"step": 4, "step_time": 1.5},  # logging_steps 2: the mean of steps 3 and 4, for both
+            {"step": 4, "eval_seconds": 5.0, "val/success": 0.5}, {"step": 5, "loss": 0.1}]
+    assert run_seconds(rows) == 2.0 + 4.0 + 2 * 1.5 + 10.0 + 5.0
+    assert run_seconds([]) == 0.0 and run_seconds([{"step": 3, "step_time": float("nan")}]) == 0.0

@@ -8,6 +8,7 @@ through the trainer's callback handler, so metrics.jsonl and every tracker see t
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,7 @@ class Validation(TrainerCallback):
     handler = None  # the trainer's callback handler: validation rows go through on_log, to metrics.jsonl and trackers
 
     def evaluate(self, model, step: int, final: bool = False, args=None, state=None, control=None) -> dict[str, float]:
+        started = time.perf_counter()
         activate(model, POLICY)
         was_training = model.training
         result = self._play(model, self.tasks, f"validation @ step {step}")
@@ -113,6 +115,7 @@ class Validation(TrainerCallback):
             row[rr.VAL_WM_SEMANTIC_ACC] = semantic_accuracy(model, self.tokenizer, self.wm_probe, self.wm_adapters)
         if was_training:
             model.train()
+        row[rr.EVAL_SECONDS] = round(time.perf_counter() - started, 2)  # a run's time without its interruptions
         self.last, self.last_step = row, step
         if self.handler is not None and state is not None:
             # Every on_log callback sees the row: RunLog (metrics.jsonl) and the report_to trackers alike.

@@ -126,9 +126,10 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         rr.TASKS_SEEN: tasks_seen(trainer.state.global_step),
         "base_model": base,
         rr.BASE_MODEL_REF: base_ref,  # resolved on the machine that loads the run (models/base_ref.py)
-        "seconds": round(time.time() - started, 1),
+        "seconds": round(time.time() - started, 1),  # this invocation's training; run_seconds: the whole run's
         "resumed_from": checkpoint,
-        **{k: v for k, v in callbacks[1].last.items()},
+        **{k: v for k, v in callbacks[1].last.items() if k != rr.EVAL_SECONDS},
+        rr.RUN_SECONDS: rr.run_seconds(list(iter_jsonl(out_dir / rr.METRICS_FILE))),
         **vs_start(out_dir, trainer.state.global_step, cfg.seed),
         **vs_start(out_dir, trainer.state.global_step, cfg.seed, prefix=rr.HELDOUT),
         **trends(out_dir),

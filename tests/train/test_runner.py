@@ -147,13 +147,18 @@ def test_kill_and_resume_continue_without_gap(setup, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["resumed_from"]
     assert steps_logged(out) == [1, 2, 3, 4, 5]
+    # the run's time counts each of its 5 steps once, the ones before the kill too; this invocation's only some
+    times = [json.loads(line).get("step_time") for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert summary["run_seconds"] == pytest.approx(sum(t for t in times if t), abs=0.2)
+    assert summary["run_seconds"] > 0
     # exact resume: the same values as a run never interrupted (RNG, data order, environment seeds restored)
     whole = tmp_path / "whole"
     subprocess.run(train_cmd(setup, whole, 5), check=True, capture_output=True, env=env(), timeout=600)
     assert logged_values(out) == logged_values(whole)
 
 
-TIMING = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos"}
+TIMING = {"step_time", "eval_seconds", "train_runtime", "train_samples_per_second", "train_steps_per_second",
+          "total_flos"}
 
 
 def logged_values(run: Path) -> dict:
