@@ -281,7 +281,7 @@ def min_detectable_effect(paired_sd: float, n: int, alpha: float = 0.05, power: 
 
     ``(t_{1-alpha/2, n-1} + t_{power, n-1}) * paired_sd / sqrt(n)``, in the units of ``paired_sd``
     (the sd of the per-seed differences, e.g. from a pilot). The usual approximation: the exact
-    noncentral-t power at this effect is a little below ``power`` at tiny n (about 0.78 at n = 4,
+    noncentral-t power at this effect is below ``power`` at tiny n (about 0.73 at n = 2, 0.78 at n = 4,
     0.79 at n = 5 for power = 0.8), so it is a slight under-statement. nan when n < 2 or the sd is nan.
     """
     from scipy import stats
