@@ -6,7 +6,8 @@ each seed's game once under ``$LFO_HOME/textworld/<spec key>/`` (``seed-N.z8`` f
 game's description: the same spec and seeds give the same manifest on any machine and any day (the story
 file embeds its compile date, so its own hash is recorded but not compared). TextWorld's generator iterates
 over sets, whose order follows Python's per-process string hashing, and that order reaches the description:
-games are therefore made in a child interpreter with ``PYTHONHASHSEED=0``, never in the calling process.
+games are therefore made in a child interpreter started with ``PYTHONHASHSEED=0`` (``python -m
+lfo_cli.textworld_env.games``), never in the calling process.
 
 Held-out games are unseen seeds, and for cooking also the ``valid``/``test`` splits, whose foods and
 preparations the ``train`` split never uses.
@@ -16,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,19 +159,44 @@ def _cached(z8: Path, desc: Path) -> bool:
     return True
 
 
-def _maker() -> ProcessPoolExecutor:
-    """One child interpreter with string hashing fixed, so the same seed gives the same description anywhere."""
-    before = os.environ.get("PYTHONHASHSEED")
-    os.environ["PYTHONHASHSEED"] = "0"  # read by the spawned interpreter at its start
-    try:
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        pool.submit(int).result()  # start it now, while the variable is set
-    finally:
-        if before is None:
-            del os.environ["PYTHONHASHSEED"]
-        else:
-            os.environ["PYTHONHASHSEED"] = before
-    return pool
+MADE = "lfo-made"  # the child's line after each game it made
+
+
+class _Maker:
+    """A child interpreter started with ``PYTHONHASHSEED=0`` that makes ``seeds``' games in order and says so,
+    a line each (``python -m lfo_cli.textworld_env.games``): the same seed gives the same description anywhere.
+    The parent's environment is left as it is (no variable set and restored around a fork)."""
+
+    def __init__(self, spec: GameSpec, seeds: list[int], out: Path):
+        package_root = str(Path(__file__).resolve().parents[2])  # the lfo_cli this process runs
+        env = {**os.environ, "PYTHONHASHSEED": "0",
+               "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+        self.err = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lfo_cli.textworld_env.games", json.dumps(asdict(spec)), str(out), *map(str, seeds)],
+            stdout=subprocess.PIPE, stderr=self.err, stdin=subprocess.DEVNULL, text=True, env=env)
+
+    def wait_for(self, seed: int) -> None:
+        """Block until the child has made ``seed``'s game; one ``LfoError`` if it stops before."""
+        for line in self.proc.stdout:
+            if line.strip() == f"{MADE} {seed}":
+                return
+        self.proc.wait()
+        why = self._why()
+        self.close()
+        raise LfoError(why)
+
+    def _why(self) -> str:
+        self.err.seek(0)
+        lines = [ln for ln in self.err.read().splitlines() if ln.strip()]
+        said = next((ln[len("error: "):] for ln in reversed(lines) if ln.startswith("error: ")), None)
+        return said or (f"textworld: the process making games stopped (exit code {self.proc.returncode})"
+                        + (f": {lines[-1]}" if lines else ""))
+
+    def close(self) -> None:
+        self.proc.stdout.close()
+        self.proc.wait()
+        self.err.close()
 
 
 def generate_games(spec: GameSpec, seeds: list[int] | range, root: str | Path | None = None,
@@ -186,21 +212,42 @@ def generate_games(spec: GameSpec, seeds: list[int] | range, root: str | Path | 
     missing = [seed for seed in dict.fromkeys(seeds) if not _cached(*files[seed])]
     if missing:
         require_textworld()  # the extra's one error line here, not from the child
-    pool = _maker() if missing else None
+    maker = _Maker(spec, missing, out) if missing else None
     try:
         games = []
         for seed in seeds:
             if seed in missing:
-                pool.submit(_make, spec, seed, out).result()
+                maker.wait_for(seed)
                 missing.remove(seed)
             games.append(GameFile(seed, files[seed][0], _sha256(files[seed][1])))
             if on_game is not None:
                 on_game(len(games))
     finally:
-        if pool is not None:
-            pool.shutdown()
+        if maker is not None:
+            maker.close()
     manifest = out / "manifest.json"
     listed = json.loads(manifest.read_text()).get("games", {}) if manifest.is_file() else {}
     listed.update({str(g.seed): {"json_sha256": g.sha256, "z8": g.path.name} for g in games})
     atomic_write_json(manifest, {"spec": asdict(spec), "games": dict(sorted(listed.items(), key=lambda kv: int(kv[0])))})
     return games
+
+
+def _child(argv: list[str]) -> int:
+    """``python -m lfo_cli.textworld_env.games SPEC_JSON OUT SEED...``: make each game, a line after each."""
+    if sys.flags.hash_randomization:
+        print("error: textworld: games must be made with PYTHONHASHSEED=0 (this interpreter hashes at random)",
+              file=sys.stderr)
+        return 2
+    spec, out = GameSpec(**json.loads(argv[0])), Path(argv[1])
+    try:
+        for seed in map(int, argv[2:]):
+            _make(spec, seed, out)
+            print(f"{MADE} {seed}", flush=True)
+    except LfoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child(sys.argv[1:]))

@@ -63,6 +63,19 @@ def test_another_process_makes_the_same_games_and_importing_textworld_moves_no_r
     assert got["imported"] and got["rng"]
 
 
+def test_a_child_that_stops_or_hashes_at_random_is_one_error(tmp_path, monkeypatch):
+    """The child refuses to make games under random string hashing; a child that dies is one LfoError too."""
+    from lfo_cli.textworld_env import games as games_mod
+
+    env = {**os.environ, "PYTHONHASHSEED": "random"}
+    done = subprocess.run([sys.executable, "-m", "lfo_cli.textworld_env.games", json.dumps({"kind": "cooking"}),
+                           str(tmp_path), "3"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error: textworld: games must be made with PYTHONHASHSEED=0")
+    monkeypatch.setattr(games_mod.sys, "executable", "/bin/false")  # a child that exits at once, having made nothing
+    with pytest.raises(LfoError, match=r"the process making games stopped \(exit code 1\)"):
+        generate_games(COOKING, [31], root=tmp_path)
+
+
 def test_seeds_are_checked_before_any_game_and_a_broken_cached_game_is_made_again(games, tmp_path):
     with pytest.raises(LfoError, match=r"integer in \[0, 4294967295\], got 4294967296"):
         generate_games(COOKING, [5, 2**32], root=tmp_path)
