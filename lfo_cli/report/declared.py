@@ -18,8 +18,9 @@ comparisons it names, arm by arm against its reference arm, paired by seed.
       baseline: {wm.coef: 0, env.probe_bonus: 0}
       positive-control: {wm.coef: 0, env.probe_bonus: 0.2}
 
-Per arm against the reference (seeds both ran): the primary statistic's paired difference with a t-interval, the
-paired t-test's and Wilcoxon's p-values and both Holm-adjusted over the arms; the probability of improvement;
+Per arm against the reference (seeds both ran to the end, evaluated at the same tasks seen): the primary
+statistic's paired difference with a t-interval, the paired t-test's and Wilcoxon's p-values and both
+Holm-adjusted over the plan's arms (an arm without a test counts as p = 1); the probability of improvement;
 the secondary AUC difference; the tasks-to-threshold ratio on the primary outcome (threshold: the reference's
 mean start + half its mean gain) or its bound; step 0 of the primary outcome and the AUC of its gain over step 0
 (for arms that start from another warm start); the median world-model / RL gradient ratio; the mechanism
@@ -34,109 +35,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from dataclasses import dataclass
 
-from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.eval import comparison
+from lfo_cli.report.declared_runs import ArmRun, arm_run, breakdown
 from lfo_cli.report.format import est, finite, num, pval
-from lfo_cli.report.load import Run, validation_episodes
+from lfo_cli.report.load import Run
 from lfo_cli.report.plan import PLAN_FILE, Plan
 from lfo_cli.report.run_stats import draw_band, mean_band
 from lfo_cli.report.study import ratio_text
 
 THRESHOLD_FRACTION = 0.5  # tasks-to-threshold: the reference's mean start + this x its mean gain
-
-
-# ---------------------------------------------------------------------------------------------
-# One run's measures
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class ArmRun:
-    run: Run
-    x: list[float]  # tasks seen at each evaluation of the primary outcome
-    y: list[float]  # the primary outcome there
-    sec_x: list[float]
-    sec_y: list[float]
-    start: dict[str, float]
-    final: dict[str, float]
-    final_step: int | None
-    wm_over_rl: float | None  # the median over the run's probed steps
-    statistic: str = "final"
-
-    @property
-    def primary(self) -> float:
-        """The primary statistic: the outcome's last evaluation, or the mean over the run (AUC vs tasks seen)."""
-        return self.primary_final if self.statistic == "final" else _auc(self.x, self.y)
-
-    @property
-    def seed(self):
-        return self.run.seed
-
-    @property
-    def primary_start(self) -> float:
-        return self.y[0] if self.x and self.x[0] == 0 else math.nan
-
-    @property
-    def primary_final(self) -> float:
-        return self.y[-1] if self.y else math.nan
-
-    @property
-    def secondary_auc(self) -> float:
-        return _auc(self.sec_x, self.sec_y)
-
-    @property
-    def gain_auc(self) -> float:
-        """Area under (primary - its step-0 value) vs tasks seen, per task: what RL added to the warm start."""
-        if not finite(self.primary_start) or len(self.x) < 2:
-            return math.nan
-        return _auc(self.x, [v - self.primary_start for v in self.y])
-
-
-def _auc(x: list[float], y: list[float]) -> float:
-    """:func:`lfo_cli.stats.curve_auc`, NaN for an empty curve."""
-    auc = stats.curve_auc(x, y) if x else None
-    return math.nan if auc is None else auc
-
-
-def _curve(run: Run, metric: str) -> tuple[list[float], list[float], list[dict]]:
-    rows = sorted((r for r in run.rows if finite(r.get(metric)) and rr.TASKS_SEEN in r), key=lambda r: r[rr.STEP])
-    return [float(r[rr.TASKS_SEEN]) for r in rows], [float(r[metric]) for r in rows], rows
-
-
-def arm_run(run: Run, plan: Plan) -> ArmRun | None:
-    x, y, rows = _curve(run, plan.primary)
-    if not rows:
-        return None
-    sx, sy, _ = _curve(run, plan.secondary) if plan.secondary else ([], [], [])
-    ratios = [float(r[rr.GRAD_WM_OVER_RL]) for r in run.rows if finite(r.get(rr.GRAD_WM_OVER_RL))]
-    return ArmRun(run, x, y, sx, sy, dict(rows[0]) if rows[0][rr.STEP] == 0 else {}, dict(rows[-1]),
-                  int(rows[-1][rr.STEP]), statistics.median(ratios) if ratios else None, plan.statistic)
-
-
-def breakdown(a: ArmRun, plan: Plan) -> dict[str, tuple[int, int]] | None:
-    """{value: (successes, episodes)} at the primary outcome's last evaluation, by the first element of the
-    episodes' ``plan.by`` field, from the validation file of its split (``heldout/...`` ->
-    validation/heldout_step_N.json), difficulty filtered as the metric says; None when the file or the
-    field is missing (runs recorded before it was kept)."""
-    split, _, rest = plan.primary.partition("/")
-    if a.final_step is None or split not in (rr.VAL, rr.HELDOUT):
-        return None
-    episodes = validation_episodes(a.run.path, a.final_step, split)
-    if episodes is None:
-        return None
-    difficulty = rest.rsplit("/d", 1)[-1] if "/d" in rest else None
-    out: dict[str, list[int]] = {}
-    for e in episodes:
-        value = e.get(plan.by) if isinstance(e, dict) else None
-        if not value:
-            return None
-        if difficulty is not None and str(e.get("difficulty")) != difficulty:
-            continue
-        tally = out.setdefault(str(value[0] if isinstance(value, list) else value), [0, 0])
-        tally[0] += bool(e.get("success"))
-        tally[1] += 1
-    return {k: (v[0], v[1]) for k, v in sorted(out.items())} or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,17 +59,17 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
     """Append the section to ``rep.md``, its tables and figure to ``rep.writer``; ``rep.summary["declared"]``."""
     W = rep.writer
     runs: dict[str, list[ArmRun]] = {a: [] for a in plan.arms}
-    unmatched = unfinished = 0
+    unmatched = unfinished = unmeasured = 0
     for r in train:
         arm = plan.arm_of(r)
-        a = arm_run(r, plan) if arm else None
-        if a is None:
+        if arm is None:
             unmatched += 1
-            continue
-        if r.status != "complete":  # a run cut short has fewer evaluations: its mean over the run is another measure
+        elif r.status != "complete":  # a run cut short has fewer evaluations: its mean over the run is another measure
             unfinished += 1
-            continue
-        runs[arm].append(a)
+        elif (a := arm_run(r, plan)) is None:
+            unmeasured += 1
+        else:
+            runs[arm].append(a)
     for v in runs.values():
         v.sort(key=lambda a: (a.seed is None, a.seed if isinstance(a.seed, int) else -1, a.run.name))
     ref = plan.reference
@@ -177,9 +86,11 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
                   + (f"; declared smallest detectable effect {num(plan.smallest_effect)}" if plan.smallest_effect
                      else "") + ". Runs per arm: " + ", ".join(f"{a} {len(v)}" for a, v in runs.items())
                   + (f"; {unmatched} run(s) outside the plan's arms are left out" if unmatched else "")
-                  + (f"; {unfinished} unfinished run(s) are left out" if unfinished else "") + ".\n")
+                  + (f"; {unfinished} unfinished run(s) are left out" if unfinished else "")
+                  + (f"; {unmeasured} finished run(s) without an evaluation of `{P}` are left out" if unmeasured else "")
+                  + ".\n")
     if not runs[ref]:
-        rep.md.append(f"Skipped: no run of the reference arm `{ref}`.\n")
+        rep.md.append(f"Skipped: no finished run of the reference arm `{ref}` with an evaluation of `{P}`.\n")
         rep.summary["declared"] = {"title": plan.title, "reference": ref, "comparisons": []}
         return
 
@@ -191,8 +102,10 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
     rows = []
     for arm in arms:
         common = sorted(set(by_seed[ref]) & set(by_seed[arm]), key=lambda s: (s is None, s))
-        # a pair is compared over the same evaluations (tasks seen) on both sides, or not at all
-        seeds = [s for s in common if by_seed[arm][s].x == by_seed[ref][s].x]
+        # a pair is compared over the same evaluations (tasks seen) on both sides, or not at all: for `final`, the
+        # last one; the secondary AUC spans each run's own evaluations of its metric
+        same = ((lambda a, b: a.x == b.x) if plan.statistic != "final" else (lambda a, b: a.x[-1:] == b.x[-1:]))
+        seeds = [s for s in common if same(by_seed[arm][s], by_seed[ref][s])]
         b = [by_seed[ref][s] for s in seeds]
         t = [by_seed[arm][s] for s in seeds]
         diff, test = _paired([r.primary for r in t], [r.primary for r in b])
@@ -242,8 +155,9 @@ def _paired(treatment: list[float], reference: list[float]):
     all differ by 0 give p = 1: no evidence of a difference, and still a member of Holm's family."""
     d = [round(t - r, 12) for t, r in zip(treatment, reference, strict=True)]
     test = stats.paired_test(d, [0.0] * len(d))
-    if len(d) >= 2 and not any(d):
-        test = dataclasses.replace(test, wilcoxon_p=1.0, ttest_p=1.0)
+    if len(d) >= 2 and len(set(d)) == 1:  # no spread: the t statistic is 0/0 or x/0, whatever the float noise says
+        test = (dataclasses.replace(test, wilcoxon_p=1.0, ttest_p=1.0) if d[0] == 0 else
+                dataclasses.replace(test, ttest_p=math.nan))
     return comparison.paired_diff_ci(treatment, reference), test
 
 
@@ -346,6 +260,9 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
             sentences.append(f"{r['arm']}: no effect detected on {_label(plan)}{raw} (difference {diff}, "
                              f"Holm-adjusted p {pval(p)}; this design detects about {num(r['mde'])} with 80% power)"
                              f"{dropped}.")
+    compared = {r["arm"] for r in rows}
+    sentences += [f"{a}: no finished run to compare; it counts as p = 1 in Holm's family."
+                  for a in plan.arms if a != plan.reference and a not in compared]
     rep.md.append("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in sentences) + "\n")
     return sentences
 

@@ -130,7 +130,7 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
     for line in signal_lines(train):
         head.append(f"- {line}")
     for sentence in (s.get("study") or {}).get("sentences", []):
-        head.append(f"- Observation study (d2): {sentence}")
+        head.append(f"- {'Training d2' if declared else 'Observation study (d2)'}: {sentence}")
     for h in s.get("headline", []):
         head.append(f"- Sample efficiency: {h['sentence']}")
     if train and not s.get("headline"):

@@ -134,7 +134,8 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
         return
     base = baselines[0]
     declared = runs[base][0].run.reference  # a declared plan's reference: every other arm is compared with it
-    treatments = [c for c in runs if c != base and (declared or runs[c][0].run.role != "baseline")]
+    treatments = [c for c in runs if c != base and (runs[c][0].run.arm is not None if declared
+                                                     else runs[c][0].run.role != "baseline")]
 
     # ---- curves: d2 and overall success vs tasks seen, mean and band over seeds -----------------
     rows = [{"condition": c, "metric": metric, **row}

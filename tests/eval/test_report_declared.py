@@ -202,7 +202,10 @@ def test_holms_family_is_every_declared_arm_and_unusable_runs_are_left_out(study
     (study / "bonus_s7" / "summary.json").write_text(json.dumps({"status": "incomplete"}))
     rows = [json.loads(line) for line in (study / "bonus_s6" / "metrics.jsonl").read_text().splitlines()]
     (study / "bonus_s6" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] != 60))
-    build_report([study], tmp_path / "report")
+    build_report([study], tmp_path / "final")  # the last evaluation: bonus_s6's is at the same tasks seen, kept
+    assert int(_rows(tmp_path / "final" / "declared_comparisons.csv")["bonus"]["pairs"]) == 7
+    (study / "plan.yaml").write_text(yaml.safe_dump({**PLAN, "statistic": "auc"}, sort_keys=False))
+    build_report([study], tmp_path / "report")  # the mean over the run: over other evaluations, left out
     rows = _rows(tmp_path / "report" / "declared_comparisons.csv")
     bonus, shared = rows["bonus"], rows["shared"]
     assert int(bonus["pairs"]) == 6 and int(bonus["pairs_dropped"]) == 1
@@ -214,12 +217,27 @@ def test_holms_family_is_every_declared_arm_and_unusable_runs_are_left_out(study
     assert "(1 pair(s) left out: their evaluations differ from the reference's)" in index
 
 
-@pytest.mark.parametrize(("shift", "verdict"), [(0.0, "no effect detected"), (0.03, "every pair differs from the reference by the same amount (0.03)")])
-def test_identical_or_shifted_pairs_get_a_test_or_say_why_not(tmp_path, shift, verdict):
+def test_a_declared_arm_without_finished_runs_is_said_and_counted(study, tmp_path):
+    plan = {**PLAN, "arms": {**PLAN["arms"], "ghost": {"wm.coef": 0.02, "wm.coupling": "stacked"}}}
+    (study / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    (study / "shared_s3" / "summary.json").write_text(json.dumps({"status": "incomplete"}))
+    build_report([study], tmp_path / "report")
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert "over the 3 declared arm(s)" in index and "1 unfinished run(s) are left out" in index
+    assert "- Declared comparison: ghost: no finished run to compare; it counts as p = 1 in Holm's family." in index
+    bonus = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    raw = sorted([float(bonus["ttest_p"]), 1.0, 1.0])  # bonus is the smallest of three: x3
+    assert float(bonus["ttest_p_holm"]) == pytest.approx(min(1.0, 3 * raw[0]))
+
+
+@pytest.mark.parametrize(("n", "shift", "verdict"), [
+    (4, 0.0, "no effect detected"), (4, 0.03, "every pair differs from the reference by the same amount (0.03)"),
+    (3, 0.1, "every pair differs from the reference by the same amount (0.1)")])  # n 3: numpy's std of 3 x 0.1 > 0
+def test_identical_or_shifted_pairs_get_a_test_or_say_why_not(tmp_path, n, shift, verdict):
     """Pairs that all differ by 0 give p = 1 (a member of the family, no evidence); pairs that all differ by
     one amount (up to float noise) have no spread: no t-test, said in words, never a p of 1e-15."""
     root = tmp_path / "runs"
-    for s in SEEDS[:4]:
+    for s in SEEDS[:n]:
         _run(root, f"baseline_s{s}", s, {}, gain=0.15)
         _run(root, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + shift)
     plan = {**PLAN, "arms": {"baseline": PLAN["arms"]["baseline"], "bonus": PLAN["arms"]["bonus"]}}
