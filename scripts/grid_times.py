@@ -5,9 +5,9 @@
 Per cell of `RUNS_DIR/runs.csv`: the invocations its log records (`lfo ablate` writes a `=== <time> start|resume`
 line before each), and its minutes:
 - `measured`: one invocation, `lfo ablate`'s wall-clock duration of it;
-- `run_seconds`: resumed, and its summary.json has `run_seconds` (its steps' and evaluations' times, each once);
-- `estimated`: resumed, from a run older than `run_seconds`: the sum of its steps' `step_time` times the grid's
-  median ratio of wall time to summed step time over its measured cells (evaluations and start-up included).
+- `estimated`: resumed: its timed work (`lfo_cli.run_record.run_seconds`: its steps' `step_time` and, in runs
+  that log it, its evaluations' `eval_seconds`, each step once) times the grid's median ratio of wall time to
+  timed work over its measured cells (start-up, loading and checkpoints included).
 Then the grid's totals: CPU-hours (one thread per run), the active wall time at `--parallel` runs at once, and
 the calendar span from the first start to the last finished run (sessions apart included). Incomplete cells are
 listed and left out of the totals.
@@ -24,6 +24,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lfo_cli.run_record import run_seconds  # noqa: E402  (the standard library only)
+
 MARKER = re.compile(r"^=== (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (start|resume):")
 
 
@@ -37,15 +40,19 @@ def _rows(path: Path) -> list[dict]:
     return out
 
 
-def step_time_sum(run: Path) -> float | None:
-    times: dict[int, float] = {}
+def timed_seconds(run: Path) -> float | None:
+    """The run's steps' and evaluations' seconds as its metrics.jsonl keeps them (None without metrics)."""
     metrics = run / "metrics.jsonl"
-    if not metrics.is_file():
-        return None
-    for row in _rows(metrics):
-        if isinstance(row.get("step_time"), (int, float)) and isinstance(row.get("step"), int):
-            times[row["step"]] = float(row["step_time"])
-    return sum(times.values()) if times else None
+    return (run_seconds(_rows(metrics)) or None) if metrics.is_file() else None
+
+
+def _summary(run: Path) -> dict:
+    try:
+        return json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"error: {run / 'summary.json'} is not readable JSON ({exc})") from None
 
 
 def cell_times(runs_dir: Path) -> list[dict]:
@@ -58,24 +65,24 @@ def cell_times(runs_dir: Path) -> list[dict]:
         starts = [m.group(1) for line in (log.read_text(encoding="utf-8").splitlines() if log.is_file() else [])
                   if (m := MARKER.match(line))]
         run = Path(c["run_dir"]) if c.get("run_dir") else runs_dir / c["cell_id"]
-        summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
+        if not run.is_dir():  # a relative or moved run_dir: the cell's dir beside runs.csv
+            run = runs_dir / c["cell_id"]
+        summary = _summary(run)
         out.append({"cell_id": c["cell_id"], "condition": c.get("condition", ""), "seed": c.get("seed", ""),
                     "status": c.get("status", ""), "invocations": len(starts), "first_start": starts[0] if starts else "",
                     "last_duration_s": float(c["duration_s"]) if c.get("duration_s") else None,
-                    "run_seconds": summary.get("run_seconds"), "step_time_s": step_time_sum(run),
+                    "timed_s": timed_seconds(run),
                     "finished": run / "summary.json" if summary.get("status") == "complete" else None})
     measured = [r for r in out if r["status"] == "complete" and r["invocations"] == 1 and r["last_duration_s"]]
-    ratios = [r["last_duration_s"] / r["step_time_s"] for r in measured if r["step_time_s"]]
+    ratios = [r["last_duration_s"] / r["timed_s"] for r in measured if r["timed_s"]]
     ratio = statistics.median(ratios) if ratios else None
     for r in out:
         if r["status"] != "complete":
             r["minutes"], r["method"] = None, "incomplete"
         elif r["invocations"] <= 1 and r["last_duration_s"]:
             r["minutes"], r["method"] = r["last_duration_s"] / 60, "measured"
-        elif r["run_seconds"]:
-            r["minutes"], r["method"] = r["run_seconds"] / 60, "run_seconds"
-        elif ratio and r["step_time_s"]:
-            r["minutes"], r["method"] = r["step_time_s"] * ratio / 60, "estimated"
+        elif ratio and r["timed_s"]:
+            r["minutes"], r["method"] = r["timed_s"] * ratio / 60, "estimated"
         else:
             r["minutes"], r["method"] = None, "unknown"
     return out

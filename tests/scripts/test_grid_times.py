@@ -21,7 +21,7 @@ def _cell(root: Path, cell: str, starts: list[str], duration: float | None, step
     (root / "logs" / f"{cell}.log").write_text("".join(
         f"=== {t} {'start' if i == 0 else 'resume'}: lfo train ...\nGRPO: ...\n" for i, t in enumerate(starts)))
     rows = [{"step": i + 1, "step_time": t} for i, t in enumerate(steps)]
-    rows.insert(1, {"step": 1, "eval_seconds": 7.0})  # not a step time: the measured ratio covers evaluations
+    rows.insert(1, {"step": 1, "eval_seconds": 7.0})  # an evaluation's seconds count as timed work too
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if status == "complete":
         (run / "summary.json").write_text(json.dumps({"status": "complete",
@@ -34,12 +34,12 @@ def test_minutes_per_run_and_the_grids_totals(tmp_path):
     root = tmp_path / "grid"
     root.mkdir()
     cells = [
-        _cell(root, "a__s0", ["2026-01-01 10:00:00"], 600.0, [100.0, 100.0, 100.0], "complete"),  # ratio 2
-        _cell(root, "b__s0", ["2026-01-01 10:00:00"], 900.0, [150.0, 150.0, 150.0], "complete"),  # ratio 2
-        _cell(root, "c__s0", ["2026-01-01 10:10:00", "2026-01-02 09:00:00"], 60.0, [120.0, 120.0, 120.0],
-              "complete"),  # resumed, no run_seconds: 360 s of steps x the median ratio 2
-        _cell(root, "d__s0", ["2026-01-01 10:15:00", "2026-01-02 09:00:00"], 30.0, [1.0], "complete",
-              run_seconds=1500.0),
+        _cell(root, "a__s0", ["2026-01-01 10:00:00"], 600.0, [100.0, 100.0, 93.0], "complete"),  # 300 s timed: ratio 2
+        _cell(root, "b__s0", ["2026-01-01 10:00:00"], 900.0, [150.0, 150.0, 143.0], "complete"),  # ratio 2
+        _cell(root, "c__s0", ["2026-01-01 10:10:00", "2026-01-02 09:00:00"], 60.0, [120.0, 120.0, 113.0],
+              "complete"),  # resumed: 360 s timed x the median ratio 2
+        _cell(root, "d__s0", ["2026-01-01 10:15:00", "2026-01-02 09:00:00"], 30.0, [743.0], "complete",
+              run_seconds=750.0),  # summary's run_seconds is timed work too: x 2
         _cell(root, "e__s0", ["2026-01-02 09:30:00"], None, [5.0], "running"),
     ]
     with (root / "runs.csv").open("w", newline="") as fh:
@@ -52,7 +52,7 @@ def test_minutes_per_run_and_the_grids_totals(tmp_path):
     with out.open(newline="") as fh:
         got = {r["cell_id"]: r for r in csv.DictReader(fh)}
     assert [(got[c]["method"], got[c]["invocations"]) for c in ("a__s0", "b__s0", "c__s0", "d__s0", "e__s0")] == [
-        ("measured", "1"), ("measured", "1"), ("estimated", "2"), ("run_seconds", "2"), ("incomplete", "1")]
+        ("measured", "1"), ("measured", "1"), ("estimated", "2"), ("estimated", "2"), ("incomplete", "1")]
     assert [float(got[c]["minutes"]) for c in ("a__s0", "b__s0", "c__s0", "d__s0")] == [10.0, 15.0, 12.0, 25.0]
     assert got["e__s0"]["minutes"] == ""
     # 62 minutes on one thread each: 1.03 CPU-hours, half that of wall time two at a time
