@@ -141,6 +141,7 @@ def test_shipped_recipes_resolve(name):
         ("env.field_credit=1.0", "env.field_credit must be in [0, 1)"),
         ("env.progress_shaping=-0.1", "env.progress_shaping must be in [0, 1)"),
         ("env.field_credits=0.5", "did you mean 'field_credit'"),
+        ("eval.heldout_samples_per_task=0", "eval.heldout_samples_per_task must be null or in [1, 64]"),
     ],
 )
 def test_grpo_recipe_rejects_bad_values(override, message):
@@ -212,3 +213,16 @@ def test_train_list_shows_each_recipe_with_its_description():
     assert "observation_micro" in text and "company exceptions" in text
     # a description documents its file only: it never reaches the resolved recipe (nor warm-start keys)
     assert "description" not in recipes.load_recipe("observation_micro").resolved
+
+
+@pytest.mark.parametrize(("sets", "val", "held"), [([], 2, 2), (["eval.heldout_samples_per_task=4"], 2, 4)])
+def test_held_out_episodes_per_task_default_to_validations(sets, val, held):
+    from types import SimpleNamespace
+
+    from lfo_cli.train.runner import evaluation_episodes
+
+    cfg = recipes.load_recipe("dual_lora_micro", ["eval.samples_per_task=2", *sets]).config
+    pools = SimpleNamespace(validation=["v1", "v2"], heldout=["h1", "h2", "h3"])
+    got_val, got_held = evaluation_episodes(pools, cfg.eval)
+    assert got_val == [v for v in pools.validation for _ in range(val)]
+    assert got_held == [h for h in pools.heldout for _ in range(held)]

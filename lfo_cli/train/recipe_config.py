@@ -173,11 +173,17 @@ class EvalSection:
         default=0,
         metadata={"help": "Also evaluate on this many freshly drawn tasks of the held-out companies (the transfer "
                   "split's, never trained on: a control for habits that are not company-specific, and the transfer "
-                  "measure), at eval.heldout_difficulties, each eval.samples_per_task times; `heldout/...` metrics. "
+                  "measure), at eval.heldout_difficulties, each eval.heldout_samples_per_task times; `heldout/...` metrics. "
                   "0 = off."},
     )
     heldout_difficulties: list[int] = field(
         default_factory=lambda: [1, 2], metadata={"help": "Difficulties of the held-out evaluation."})
+    heldout_samples_per_task: int | None = field(
+        default=None,
+        metadata={"help": "Episodes per held-out task (same sampling seeds at every evaluation); null = "
+                  "eval.samples_per_task. More episodes where a world has few held-out tasks (TextWorld's games), "
+                  "without lengthening validation."},
+    )
     heldout_every: int = field(
         default=0,
         metadata={"help": "Evaluate the held-out tasks every N steps; 0 = only at step 0 and at the end."},
@@ -196,6 +202,8 @@ class EvalSection:
             raise LfoError("eval.every and eval.save_trajectories_every must be >= 0 and eval.num_tasks >= 1")
         if not 1 <= self.samples_per_task <= 64:
             raise LfoError(f"eval.samples_per_task must be in [1, 64], got {self.samples_per_task}")
+        if self.heldout_samples_per_task is not None and not 1 <= self.heldout_samples_per_task <= 64:
+            raise LfoError(f"eval.heldout_samples_per_task must be null or in [1, 64], got {self.heldout_samples_per_task}")
         if self.difficulties is not None:
             if not self.difficulties or any(not 1 <= d <= 5 for d in self.difficulties):
                 raise LfoError(f"eval.difficulties must be a non-empty list of values in 1..5 (or null), "

@@ -60,6 +60,14 @@ def save_adapters(model, run_dir: Path) -> None:
     shutil.rmtree(staged)
 
 
+def evaluation_episodes(pools, evaluation) -> tuple[list, list]:
+    """The validation and held-out episodes of every evaluation: each task ``samples_per_task`` times (held-out
+    ones ``heldout_samples_per_task`` times when set), in order, so an episode's sampling seed is its index."""
+    held = evaluation.heldout_samples_per_task or evaluation.samples_per_task
+    return ([t for t in pools.validation for _ in range(evaluation.samples_per_task)],
+            [t for t in pools.heldout for _ in range(held)])
+
+
 def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base: str, resume: bool = False) -> dict:
     """Train ``cfg`` into ``out_dir`` with the run's resolved trainer arguments ``args``
     (``cfg.training_args(out_dir)``, built once by the caller) on the base model ``base`` (the
@@ -84,8 +92,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     system = world.system_prompt or SYSTEM_PROMPT
     dataset = Dataset.from_list([dataset_row(t.task_id, system, difficulty=t.difficulty, row_seed=i)
                                  for i, t in enumerate(tasks)])
-    val_tasks = [t for t in pools.validation for _ in range(cfg.eval.samples_per_task)]
-    heldout_tasks = [t for t in pools.heldout for _ in range(cfg.eval.samples_per_task)]
+    val_tasks, heldout_tasks = evaluation_episodes(pools, cfg.eval)
     # The world model's semantic accuracy (val/wm_semantic_acc) on the world's probe, for runs that train one
     # (the customer-service world's: the prior's auth-failed calls to exception departments).
     wm_probe = world.semantic_probe(pools.validation, seed=cfg.seed) if cfg.wm.coef > 0 else None
