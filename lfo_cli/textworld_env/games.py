@@ -147,16 +147,16 @@ def check_seeds(seeds: Iterable[Any]) -> None:
             raise LfoError(f"textworld: a game seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
 
 
-def _cached(z8: Path, desc: Path) -> bool:
-    """Both files there and whole (a truncated description or story file is made again, never recorded)."""
-    if not (z8.is_file() and desc.is_file()):
-        return False
+def _whole_sha256(z8: Path, desc: Path) -> str | None:
+    """The description's sha256 when both files are there and whole (read once); None for a game to make
+    (missing, or a truncated description or story file: made again, never recorded)."""
     try:
-        json.loads(desc.read_bytes())
+        data = desc.read_bytes()
+        json.loads(data)
         check_story_file(z8)
-    except (ValueError, LfoError):
-        return False
-    return True
+    except (OSError, ValueError, LfoError):
+        return None
+    return hashlib.sha256(data).hexdigest()
 
 
 MADE = "lfo-made"  # the child's line after each game it made
@@ -209,7 +209,8 @@ def generate_games(spec: GameSpec, seeds: list[int] | range, root: str | Path | 
     out = (Path(root) if root else lfo_home() / "textworld") / spec.key()
     out.mkdir(parents=True, exist_ok=True)
     files = {seed: (out / f"seed-{seed}.z8", out / f"seed-{seed}.json") for seed in seeds}
-    missing = [seed for seed in dict.fromkeys(seeds) if not _cached(*files[seed])]
+    cached = {seed: _whole_sha256(*files[seed]) for seed in dict.fromkeys(seeds)}
+    missing = [seed for seed, sha in cached.items() if sha is None]
     if missing:
         require_textworld()  # the extra's one error line here, not from the child
     maker = _Maker(spec, missing, out) if missing else None
@@ -219,7 +220,7 @@ def generate_games(spec: GameSpec, seeds: list[int] | range, root: str | Path | 
             if seed in missing:
                 maker.wait_for(seed)
                 missing.remove(seed)
-            games.append(GameFile(seed, files[seed][0], _sha256(files[seed][1])))
+            games.append(GameFile(seed, files[seed][0], cached[seed] or _sha256(files[seed][1])))
             if on_game is not None:
                 on_game(len(games))
     finally:
