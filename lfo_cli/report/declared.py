@@ -256,7 +256,7 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
         else:
             diff = est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})
             raw = (" (its unadjusted interval excludes 0, Holm's correction over the arms does not)"
-                   if _excludes_zero(r) else "")
+                   if _side(r) else "")
             sentences.append(f"{r['arm']}: no effect detected on {_label(plan)}{raw} (difference {diff}, "
                              f"Holm-adjusted p {pval(p)}; this design detects about {num(r['mde'])} with 80% power)"
                              f"{dropped}.")
@@ -325,8 +325,13 @@ def _label(plan: Plan) -> str:
     return f"`{plan.primary}`" + (" (AUC)" if plan.statistic == "auc" else "")
 
 
-def _excludes_zero(row: dict) -> bool:
-    return (finite(row["primary_low"]) and row["primary_low"] > 0) or (finite(row["primary_high"]) and row["primary_high"] < 0)
+def _side(row: dict) -> str | None:
+    """"higher" or "lower" when the primary difference's interval excludes 0 on that side, else None."""
+    if finite(row["primary_low"]) and row["primary_low"] > 0:
+        return "higher"
+    if finite(row["primary_high"]) and row["primary_high"] < 0:
+        return "lower"
+    return None
 
 
 def _positive_control(plan: Plan, rows: list[dict]) -> str | None:
@@ -337,9 +342,8 @@ def _positive_control(plan: Plan, rows: list[dict]) -> str | None:
     if row is None or row["pairs"] < 2:
         return f"{name}: not enough paired seeds to judge."
     ci = est({"value": row["primary_diff"], "low": row["primary_low"], "high": row["primary_high"], "n": row["pairs"]})
-    above = finite(row["primary_low"]) and row["primary_low"] > 0
-    below = finite(row["primary_high"]) and row["primary_high"] < 0
-    if (above and plan.positive_control_effect == "higher") or (below and plan.positive_control_effect == "lower"):
+    side = _side(row)
+    if side == plan.positive_control_effect:
         p = row["ttest_p_holm"]
         if not finite(p):
             return f"{name}: detected, {ci}: every pair moved the same way by the same amount (no t-test to correct)."
@@ -348,7 +352,7 @@ def _positive_control(plan: Plan, rows: list[dict]) -> str | None:
                     f"arms (p {pval(p)}): the design sees an effect of that size in one comparison, and a null for "
                     "another arm under the family-wise test bounds a somewhat larger one.")
         return f"{name}: detected, {ci}: the design sees an effect of that size."
-    if above or below:
+    if side:
         return (f"{name}: it moved the outcome the other way ({ci}): not a control in this regime, so the design's "
                 "power is not shown by it.")
     return (f"{name}: not detected ({ci}): the design lacked power for an effect of that size, so a null for another "
