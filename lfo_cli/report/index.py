@@ -88,14 +88,19 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
     study = rep.summary.get("study") or {}
     rows = [c for c in study.get("comparisons", []) if c.get("pairs", 0) >= 2]
     if rows:
-        faster = [c["condition"] for c in rows if _finite(c.get("auc_low")) and c["auc_low"] > 0]
-        slower = [c["condition"] for c in rows if _finite(c.get("auc_high")) and c["auc_high"] < 0]
+        # an arm from another warm start is judged by its gain over its own step 0, not by an AUC that counts its head start
+        key = {c["condition"]: "gain_auc" if _finite(c.get("gain_auc_diff")) else "auc" for c in rows}
+        faster = [c["condition"] for c in rows if _finite(c.get(f"{key[c['condition']]}_low")) and c[f"{key[c['condition']]}_low"] > 0]
+        slower = [c["condition"] for c in rows if _finite(c.get(f"{key[c['condition']]}_high")) and c[f"{key[c['condition']]}_high"] < 0]
         none = [c["condition"] for c in rows if c["condition"] not in faster + slower]
         parts = ([f"faster than the baseline under {', '.join(faster)}"] if faster else []) + \
                 ([f"slower than the baseline under {', '.join(slower)}"] if slower else []) + \
                 ([f"with no difference detected under {', '.join(none)}"] if none else [])
+        elsewhere = [c for c, k in key.items() if k == "gain_auc"]
         shows.append("d2 (the exceptions only the replies reveal) was learned " + "; ".join(parts) +
-                     " (paired d2 AUC, 95% CI)")
+                     " (paired d2 AUC, 95% CI" + (f"; for {', '.join(elsewhere)}, which start from another warm "
+                                                  "start, the AUC of the gain over its own step 0" if elsewhere else "")
+                     + ")")
         if none:
             nxt.append("more seed pairs if the smallest detectable difference is larger than the effect that matters")
     if not rep.summary.get("transfer"):

@@ -38,6 +38,7 @@ SPECIFICITY = (rr.VAL_FORM_SIZE, rr.VAL_EXCEPTION_FIELD_OWN, rr.VAL_EXCEPTION_FI
 HELDOUT = (rr.HELDOUT_SUCCESS_D1, rr.HELDOUT_SUCCESS_D2)
 WM_SEMANTIC = rr.VAL_WM_SEMANTIC_ACC
 WM_TOKEN = rr.WM_TOKEN_ACC
+WARMSTART = "model.warmstart"  # the recipe key naming the warm start a run trains from
 RQ4_TOKEN_WINDOW = 5  # training steps of wm/token_acc averaged up to each evaluation (RQ4's fallback measure)
 
 
@@ -59,6 +60,12 @@ class StudyRun:
     @property
     def auc(self) -> float | None:
         return stats.curve_auc(self.x, self.d2) if self.x else None
+
+    @property
+    def gain_auc(self) -> float | None:
+        """The AUC of the gain over the run's own step 0 (the AUC minus its start): how much it learned,
+        whatever it started from. None without a step-0 evaluation."""
+        return self.auc - self.d2[0] if self.auc is not None and self.start else None
 
     @property
     def limit(self) -> float:
@@ -99,17 +106,32 @@ def ratio_text(ratio: dict) -> str:
     return text + (" (runs censored on both sides: bias of unknown direction)" if kind == "undetermined" else "")
 
 
-def _sentence(cond: str, auc: dict, poi: dict, ratio: dict, mde: float, final: dict | None = None) -> str:
+def _verdict(diff: dict, over_start: bool = False) -> str:
+    """Which side of 0 a d2 difference's interval lies on, in words (``over_start``: a gain over step 0)."""
+    what = "gains more on d2 than the baseline, each over its own start" if over_start else \
+        "learns the d2 exceptions faster than the baseline"
+    if finite(diff.get("low")) and diff["low"] > 0:
+        return what
+    if finite(diff.get("high")) and diff["high"] < 0:
+        return what.replace("more", "less") if over_start else what.replace("faster", "slower")
+    return "no difference detected in its gain over its own start" if over_start else \
+        "no effect detected on d2 learning speed"
+
+
+def _sentence(cond: str, auc: dict, poi: dict, ratio: dict, mde: float, final: dict | None = None,
+              start: dict | None = None, gain: dict | None = None) -> str:
+    """One condition's d2 verdict. A condition that starts from another warm start (``start``: the paired
+    step-0 difference, given only then) is judged by its gain over its own step 0 (``gain``), since its
+    AUC counts the head start as learning."""
     if not finite(auc.get("value")) or auc.get("n", 0) < 2:
         return f"{cond} vs baseline: insufficient paired seeds for a comparison."
-    if finite(auc.get("low")) and auc["low"] > 0:
-        verdict = "learns the d2 exceptions faster than the baseline"
-    elif finite(auc.get("high")) and auc["high"] < 0:
-        verdict = "learns the d2 exceptions slower than the baseline"
+    if start is not None and gain is not None:
+        text = (f"{cond} vs baseline: starts from another warm start (step-0 d2 difference {est(start)}) and "
+                f"{_verdict(gain, over_start=True)} (AUC of the gain over step 0, difference {est(gain)}; d2 AUC "
+                f"difference with the head start {est(auc)} over {auc['n']} seed pairs; P(better) {num(poi.get('value'))}")
     else:
-        verdict = "no effect detected on d2 learning speed"
-    text = (f"{cond} vs baseline: {verdict} (d2 AUC difference {est(auc)} over {auc['n']} seed pairs; "
-            f"P(better) {num(poi.get('value'))}")
+        text = (f"{cond} vs baseline: {_verdict(auc)} (d2 AUC difference {est(auc)} over {auc['n']} seed pairs; "
+                f"P(better) {num(poi.get('value'))}")
     if final and finite(final.get("value")) and finite(final.get("low")) and (final["low"] > 0 or final["high"] < 0):
         text += f"; final d2 success difference {est(final)}"
     if finite(ratio.get("ratio")):
@@ -192,6 +214,12 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
         auc = comparison.paired_diff_ci([s.auc for s in t], [s.auc for s in b]).as_dict()
         fin = comparison.paired_diff_ci([s.final.get(D2) for s in t], [s.final.get(D2) for s in b]).as_dict()
         poi = comparison.probability_of_improvement([s.auc for s in runs[c]], [s.auc for s in runs[base]]).as_dict()
+        # another warm start (the recipe's `model.warmstart`): a step 0 of its own, which the AUC counts as learned
+        other_start = any(a.run.config.get(WARMSTART) != z.run.config.get(WARMSTART) for a, z in zip(t, b, strict=True))
+        start = comparison.paired_diff_ci([s.start.get(D2) for s in t], [s.start.get(D2) for s in b]).as_dict() \
+            if other_start else None
+        gain = comparison.paired_diff_ci([s.gain_auc for s in t], [s.gain_auc for s in b]).as_dict() \
+            if other_start else None
         diffs = [a.auc - z.auc for a, z in zip(t, b, strict=True) if a.auc is not None and z.auc is not None]
         sd = float(pd.Series(diffs).std(ddof=1)) if len(diffs) >= 2 else math.nan
         mde = comparison.min_detectable_effect(sd, len(diffs)) if finite(sd) else math.nan
@@ -209,8 +237,12 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                           "ratio": ratio["ratio"], "ratio_low": ratio["low"], "ratio_high": ratio["high"],
                           "censored_baseline": ratio["n_censored_baseline"], "censored_treatment": ratio["n_censored_treatment"],
                           "ratio_kind": ratio.get("kind", ""), "ratio_note": ratio.get("note", ""),
-                          "ratio_text": ratio_text(ratio), "auc_mde": mde})
-        sentences.append(_sentence(c, auc, poi, ratio, mde, fin))
+                          "ratio_text": ratio_text(ratio), "auc_mde": mde,
+                          **({"start_diff": start["value"], "start_low": start["low"], "start_high": start["high"],
+                              "gain_auc_diff": gain["value"], "gain_auc_low": gain["low"], "gain_auc_high": gain["high"]}
+                             if start is not None else {})})
+        sentences.append(_sentence(c, auc, poi, ratio, mde, fin, start, gain))
+    head_start = any("start_diff" in r for r in comp_rows)  # the columns exist only where some arm starts elsewhere
     comp_df = pd.DataFrame(comp_rows)
     W.csv("study_comparisons.csv", comp_df)
     rep.md.append(f"### Each condition vs the baseline ({base}), paired by seed\n")
@@ -220,15 +252,27 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                   "ratios; at 4-5 seeds a percentile bootstrap covers only ~80-85% of the time, see "
                   "`lfo_cli/eval/comparison.py`); P(better): probability of improvement of the d2 AUC with a "
                   "percentile-bootstrap interval.\n")
+    if head_start:
+        rep.md.append("A condition that starts from another warm start has a step-0 d2 of its own, which its AUC counts "
+                      "as if learned: its learning is the *AUC of the gain* over its own step 0 (AUC minus step 0), "
+                      "compared in the last two columns and in its sentence.\n")
+    extra = " step-0 d2 diff [95% CI] | AUC of gain diff [95% CI] |" if head_start else ""
     lines = ["| condition | pairs | d2 AUC diff [95% CI] | P(better) | final d2 diff [95% CI] | tasks-to-threshold ratio "
-             "baseline/condition [95% CI] | censored (baseline, condition) | smallest detectable AUC diff |",
-             "|---|---|---|---|---|---|---|---|"]
+             "baseline/condition [95% CI] | censored (baseline, condition) | smallest detectable AUC diff |" + extra,
+             "|---|---|---|---|---|---|---|---|" + "---|---|" * head_start]
+
+    def other(r: dict, key: str) -> str:
+        return est({"value": r[f"{key}_diff"], "low": r[f"{key}_low"], "high": r[f"{key}_high"], "n": r["pairs"]}) \
+            if f"{key}_diff" in r else "same start"
+
     for r in comp_rows:
+        cells = f" {other(r, 'start')} | {other(r, 'gain_auc')} |" if head_start else ""
         lines.append(f"| {r['condition']} | {r['pairs']} | "
                      f"{est({'value': r['auc_diff'], 'low': r['auc_low'], 'high': r['auc_high'], 'n': r['pairs']})} | "
                      f"{est({'value': r['p_improvement'], 'low': r['p_improvement_low'], 'high': r['p_improvement_high'], 'n': r['pairs']})} | "
                      f"{est({'value': r['final_diff'], 'low': r['final_low'], 'high': r['final_high'], 'n': r['pairs']})} | "
-                     f"{r['ratio_text']} | {r['censored_baseline']}, {r['censored_treatment']} | {num(r['auc_mde'])} |")
+                     f"{r['ratio_text']} | {r['censored_baseline']}, {r['censored_treatment']} | {num(r['auc_mde'])} |"
+                     + cells)
     rep.md.append("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in sentences) +
                   "\n\nData: `study_comparisons.csv`; per run: `study_runs.csv`.\n")
 

@@ -14,11 +14,13 @@ from lfo_cli.report.build import build_report
 SEEDS = (0, 1, 2, 3)
 
 
-def _run(root: Path, name: str, seed: int, coef: float, coupling: str, slope: float, offset: float) -> None:
+def _run(root: Path, name: str, seed: int, coef: float, coupling: str, slope: float, offset: float,
+         warmstart: str | None = None) -> None:
     """d2 success = 0.05 + offset + slope x tasks/600 at tasks 0, 100, ..., 600; held-out and form rows."""
     run = root / name
     run.mkdir(parents=True)
-    cfg = {"kind": "grpo", "seed": seed, "model": {"name": "micro"}, "wm": {"coef": coef, "coupling": coupling},
+    model = {"name": "micro", **({"warmstart": warmstart} if warmstart else {})}
+    cfg = {"kind": "grpo", "seed": seed, "model": model, "wm": {"coef": coef, "coupling": coupling},
            "trainer": {"max_steps": 6}}
     (run / "recipe.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     (run / "run.json").write_text(json.dumps({"seed": seed, "config": cfg, "kind": "grpo"}))
@@ -151,6 +153,38 @@ def test_a_condition_that_never_reaches_the_threshold_gets_a_bound_not_an_interv
     index = (out / "index.md").read_text()
     assert "learns the d2 exceptions slower than the baseline" in index
     assert "final d2 success difference" in index and row["ratio_text"] in index
+
+
+def test_a_condition_from_another_warm_start_is_judged_by_its_gain_over_its_own_start(tmp_path):
+    """A head start is not learning: an arm that starts 0.2 higher and gains half as much has the higher AUC,
+    yet learns less; the report says so, and an arm from the same start keeps the plain AUC verdict."""
+    root = tmp_path / "runs"
+    for s in SEEDS:
+        _run(root, f"base_s{s}", s, 0.0, "separate", slope=0.2, offset=0.01 * s)
+        _run(root, f"stacked_s{s}", s, 0.5, "stacked", slope=0.1, offset=0.2 + 0.01 * s, warmstart="warmstart_wm")
+        _run(root, f"separate_s{s}", s, 0.5, "separate", slope=0.4, offset=0.01 * s)  # same start, twice the gain
+    out = tmp_path / "report"
+    build_report([root], out)
+    comp = _rows(out / "study_comparisons.csv")
+    stacked = next(v for k, v in comp.items() if "stacked" in k)
+    separate = next(v for k, v in comp.items() if "stacked" not in k)
+    assert float(stacked["auc_diff"]) == pytest.approx(0.15)  # 0.2 head start - 0.05 less gain: higher AUC
+    assert float(stacked["start_diff"]) == pytest.approx(0.2)
+    assert float(stacked["gain_auc_diff"]) == pytest.approx(-0.05) and float(stacked["gain_auc_high"]) < 0
+    assert separate["start_diff"] == "" and float(separate["auc_diff"]) == pytest.approx(0.1)
+    index = (out / "index.md").read_text()
+    assert "starts from another warm start (step-0 d2 difference 0.2 [0.2, 0.2]) and gains less on d2 than the " \
+           "baseline, each over its own start" in index
+    assert "| same start | same start |" in index
+    shows = next(line for line in index.splitlines() if line.startswith("What this shows"))
+    assert "faster than the baseline under " + next(k for k in comp if "stacked" not in k) in shows
+    assert "slower than the baseline under " + next(k for k in comp if "stacked" in k) in shows
+
+
+def test_arms_from_one_warm_start_get_no_start_columns(study_runs, tmp_path):
+    build_report([study_runs], tmp_path / "report")
+    header = (tmp_path / "report" / "study_comparisons.csv").read_text().splitlines()[0]
+    assert "start_diff" not in header and "gain_auc_diff" not in header
 
 
 def test_the_runs_own_heldout_evaluation_stands_for_transfer_unless_a_transfer_eval_covers_it(study_runs, tmp_path):
