@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
-from lfo_cli.commands.gen_env_textworld import textworld_games, textworld_world
+from lfo_cli.commands.gen_env_textworld import textworld_games, textworld_spec, textworld_world
 from lfo_cli.env.check import run_check, select_tasks, summarize
 from lfo_cli.env.generate import generate_world
 from lfo_cli.env.policies import REFERENCE_POLICIES
@@ -67,12 +67,21 @@ def gen_env(
     heldout_games: Annotated[
         int, typer.Option(help="Held-out games (the seeds after those; cooking: --heldout-split foods).", rich_help_panel=_TW)
     ] = 10,
-    heldout_split: Annotated[str, typer.Option(help="Cooking: the held-out games' foods.", rich_help_panel=_TW)] = "valid",
-    go: Annotated[int, typer.Option(help="Cooking: rooms (1, 6, 9, 12).", rich_help_panel=_TW)] = 6,
-    recipe: Annotated[int, typer.Option(help="Cooking: ingredients in the recipe.", rich_help_panel=_TW)] = 1,
-    take: Annotated[int, typer.Option(help="Cooking: ingredients to find.", rich_help_panel=_TW)] = 1,
-    split: Annotated[str, typer.Option(help="Cooking: train, valid or test foods.", rich_help_panel=_TW)] = "train",
-    level: Annotated[int, typer.Option(help="Coin collector / treasure hunter level.", rich_help_panel=_TW)] = 1,
+    # the game-type options default to None so that one given for the other game types is refused, not ignored
+    heldout_split: Annotated[
+        str | None, typer.Option(help="Cooking: the held-out games' foods (default valid).", rich_help_panel=_TW)
+    ] = None,
+    go: Annotated[int | None, typer.Option(help="Cooking: rooms (1, 6, 9, 12; default 6).", rich_help_panel=_TW)] = None,
+    recipe: Annotated[
+        int | None, typer.Option(help="Cooking: ingredients in the recipe (default 1).", rich_help_panel=_TW)
+    ] = None,
+    take: Annotated[int | None, typer.Option(help="Cooking: ingredients to find (default 1).", rich_help_panel=_TW)] = None,
+    split: Annotated[
+        str | None, typer.Option(help="Cooking: train, valid or test foods (default train).", rich_help_panel=_TW)
+    ] = None,
+    level: Annotated[
+        int | None, typer.Option(help="Coin collector / treasure hunter level (default 1).", rich_help_panel=_TW)
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Generate the customer-service world (companies, tasks, manifest), or check it with reference policies.
@@ -90,7 +99,9 @@ def gen_env(
       lfo gen-env --world textworld --game-type cooking --go 6 --games 200 --val-games 50 --heldout-games 50 --output-dir data_tw/
     """
     if world == "textworld":
-        spec = {"kind": game_type, "go": go, "recipe": recipe, "take": take, "split": split, "level": level}
+        spec = textworld_spec(game_type, go=go, recipe=recipe, take=take, split=split, level=level,
+                              heldout_split=heldout_split)
+        heldout_split = spec.pop("heldout_split")
         if check:
             if not textworld_games(spec, games, seed, check, json_):
                 typer.echo("error: textworld check failed", err=True)

@@ -12,6 +12,26 @@ from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
 from lfo_cli.textworld_env.games import GameSpec, generate_games
 from lfo_cli.textworld_env.world import SPLITS, write_world
 
+COOKING_DEFAULTS = {"go": 6, "recipe": 1, "take": 1, "split": "train", "heldout_split": "valid"}
+LEVEL_DEFAULT = 1
+
+
+def textworld_spec(game_type: str, **given) -> dict:
+    """The game spec's keywords (and ``heldout_split``) from the options given (None: not given), defaults
+    filled in. An option of another game type is refused rather than ignored: ``--go`` with coin collector,
+    ``--level`` with cooking."""
+    given = {k: v for k, v in given.items() if v is not None}
+    cooking = game_type == "cooking"
+    wrong = sorted(k for k in given if (k == "level") == cooking)
+    if wrong and game_type in ("cooking", "coin_collector", "treasure_hunter"):
+        flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
+        takes = ("--go, --recipe, --take, --split and --heldout-split" if cooking else "--level (held-out games are "
+                 "unseen seeds)")
+        what = "is not an option" if len(wrong) == 1 else "are not options"
+        raise LfoError(f"textworld {game_type}: {flags} {what} of this game type; it takes {takes}")
+    spec = {**COOKING_DEFAULTS, "level": LEVEL_DEFAULT, **given}
+    return {"kind": game_type, **spec}
+
 
 def textworld_games(spec_kw: dict, games: int, seed: int, check: bool, as_json: bool) -> bool:
     """Returns whether the check passed (True without --check)."""

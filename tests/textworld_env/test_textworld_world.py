@@ -64,6 +64,21 @@ def test_the_world_file_pins_every_split_and_a_rerun_writes_the_same(home):
     assert not list((home / "home").rglob("seed-500.*")) and not list((home / "home").rglob("seed-4294967294.*"))
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--game-type", "coin_collector", "--go", "6", "--heldout-split", "test"],
+     "textworld coin_collector: --go, --heldout-split are not options of this game type; it takes --level"),
+    (["--game-type", "treasure_hunter", "--recipe", "2"], "--recipe is not an option of this game type"),
+    (["--game-type", "cooking", "--level", "3"],
+     "textworld cooking: --level is not an option of this game type; it takes --go, --recipe"),
+])
+def test_an_option_of_another_game_type_is_refused_before_any_game(tmp_path, monkeypatch, args, says):
+    monkeypatch.setenv("LFO_HOME", str(tmp_path / "home"))
+    bad = CliRunner().invoke(app, ["gen-env", "--world", "textworld", "--games", "2", "--seed", "3", *args,
+                                   "--output-dir", str(tmp_path / "data")])
+    assert bad.exit_code == 2 and bad.output.startswith("error: ") and says in bad.output, bad.output
+    assert not (tmp_path / "home").exists() and not (tmp_path / "data").exists()
+
+
 def test_gold_wins_every_game_through_the_worlds_episode_runner(home):
     from lfo_cli.textworld_env.episodes import gold_policy
     from lfo_cli.worlds import load_world
