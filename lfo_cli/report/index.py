@@ -59,6 +59,18 @@ def signal_lines(train: list[Run]) -> list[str]:
     return lines
 
 
+def _d2_side(row: dict) -> str | None:
+    """"faster" or "slower" when a d2 comparison's interval excludes 0 on that side. An arm from another warm start
+    is judged by its gain over its own step 0 (``gain_auc_*``), not by an AUC that counts its head start."""
+    key = "gain_auc" if _finite(row.get("gain_auc_diff")) else "auc"
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    if _finite(low) and low > 0:
+        return "faster"
+    if _finite(high) and high < 0:
+        return "slower"
+    return None
+
+
 def what_next(rep: Report, train: list[Run]) -> list[str]:
     """"What this shows / what to run next", from what the runs hold (not a fixed text)."""
     if not train:
@@ -88,15 +100,14 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
     study = rep.summary.get("study") or {}
     rows = [c for c in study.get("comparisons", []) if c.get("pairs", 0) >= 2]
     if rows:
-        # an arm from another warm start is judged by its gain over its own step 0, not by an AUC that counts its head start
-        key = {c["condition"]: "gain_auc" if _finite(c.get("gain_auc_diff")) else "auc" for c in rows}
-        faster = [c["condition"] for c in rows if _finite(c.get(f"{key[c['condition']]}_low")) and c[f"{key[c['condition']]}_low"] > 0]
-        slower = [c["condition"] for c in rows if _finite(c.get(f"{key[c['condition']]}_high")) and c[f"{key[c['condition']]}_high"] < 0]
-        none = [c["condition"] for c in rows if c["condition"] not in faster + slower]
+        side = {c["condition"]: _d2_side(c) for c in rows}
+        faster = [c for c, v in side.items() if v == "faster"]
+        slower = [c for c, v in side.items() if v == "slower"]
+        none = [c for c, v in side.items() if v is None]
         parts = ([f"faster than the baseline under {', '.join(faster)}"] if faster else []) + \
                 ([f"slower than the baseline under {', '.join(slower)}"] if slower else []) + \
                 ([f"with no difference detected under {', '.join(none)}"] if none else [])
-        elsewhere = [c for c, k in key.items() if k == "gain_auc"]
+        elsewhere = [c["condition"] for c in rows if _finite(c.get("gain_auc_diff"))]
         shows.append("d2 (the exceptions only the replies reveal) was learned " + "; ".join(parts) +
                      " (paired d2 AUC, 95% CI" + (f"; for {', '.join(elsewhere)}, which start from another warm "
                                                   "start, the AUC of the gain over its own step 0" if elsewhere else "")
