@@ -9,7 +9,7 @@ from lfo_cli.commands._common import print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.progress import ProgressLog
 from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
-from lfo_cli.textworld_env.games import GameSpec, generate_games
+from lfo_cli.textworld_env.games import KINDS, GameSpec, generate_games
 from lfo_cli.textworld_env.world import SPLITS, write_world
 
 COOKING_DEFAULTS = {"go": 6, "recipe": 1, "take": 1, "split": "train", "heldout_split": "valid"}
@@ -23,7 +23,7 @@ def textworld_spec(game_type: str, **given) -> dict:
     given = {k: v for k, v in given.items() if v is not None}
     cooking = game_type == "cooking"
     wrong = sorted(k for k in given if (k == "level") == cooking)
-    if wrong and game_type in ("cooking", "coin_collector", "treasure_hunter"):
+    if wrong and game_type in KINDS:  # an unknown type is refused by GameSpec.check, naming the known ones
         flags = ", ".join("--" + k.replace("_", "-") for k in wrong)
         takes = ("--go, --recipe, --take, --split and --heldout-split" if cooking else "--level (held-out games are "
                  "unseen seeds)")
