@@ -306,17 +306,18 @@ def test_holm_matches_its_definition():
     assert holm([]) == []
 
 
-def test_every_reading_grid_cell_is_its_own_arm_of_the_committed_plan(tmp_path):
-    """The reading study's plan (reports/studies/reading_cpu/runs/plan.yaml) names each arm by config values;
-    each cell of recipes/grids/reading_cpu.yaml, resolved as `lfo ablate` resolves it, must match exactly the
-    arm of its own name, or the report would pool or drop runs."""
+@pytest.mark.parametrize("study", ["reading_cpu", "textworld_cpu"])
+def test_every_study_grid_cell_is_its_own_arm_of_the_committed_plan(tmp_path, study):
+    """A study's plan (reports/studies/<study>/runs/plan.yaml) names each arm by config values; each cell of
+    recipes/grids/<study>.yaml, resolved as `lfo ablate` resolves it, must match exactly the arm of its own
+    name, or the report would pool or drop runs."""
     from lfo_cli.ablate.cells import expand
     from lfo_cli.ablate.grid import load_grid
     from lfo_cli.report.load import Run, flatten
     from lfo_cli.report.plan import load_plan
 
-    plan = load_plan([REPO / "reports" / "studies" / "reading_cpu" / "runs"])
-    cells = expand(load_grid("reading_cpu"), tmp_path)
+    plan = load_plan([REPO / "reports" / "studies" / study / "runs"])
+    cells = expand(load_grid(study), tmp_path)
     assert {c.condition for c in cells} == set(plan.arms)
     assert plan.reference == "baseline" and plan.positive_control in plan.arms
     for cell in cells:
