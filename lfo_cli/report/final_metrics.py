@@ -49,25 +49,36 @@ def final_metric_section(rep: Report, conds, by_cond, keys, stem, title, pd, plt
     rep.md.append(f"![{stem}]({stem}.png)\n\n{md_table(wide)}\n\nMean over seeds [95% bootstrap CI]; data `{stem}.csv`.")
 
 
-def heldout_words(runs) -> tuple[str, str, str]:
-    """(label, what, note) for the runs' held-out split, from their world (`env.kind`); a generic wording when
-    the runs come from several worlds or the world's package is not installed."""
+def _world_of(runs) -> type[World]:
+    """The runs' world (`env.kind`); the interface's defaults when the runs come from several worlds or the
+    world's package is not installed."""
     kinds = {r.config.get("env.kind", LATER_DEFAULTS["env.kind"]) for r in runs}
     if len(kinds) == 1:
         try:
-            w = world_class(kinds.pop())
-            return w.heldout_label, w.heldout_what, w.heldout_note
+            return world_class(kinds.pop())
         except LfoError:
             pass
-    return World.heldout_label, World.heldout_what, World.heldout_note
+    return World
+
+
+def heldout_words(runs) -> tuple[str, str, str]:
+    """(label, what, note) for the runs' held-out split, from their world."""
+    w = _world_of(runs)
+    return w.heldout_label, w.heldout_what, w.heldout_note
+
+
+def has_difficulty_levels(runs) -> bool:
+    """False for a world whose tasks have one level: a per-difficulty table would repeat the overall success."""
+    return _world_of(runs).difficulty_levels
 
 
 def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
     label, what, note = heldout_words([s.run for c in conds for s in by_cond[c]])
     rep.md.append(f"### Transfer to {label}\n")
+    levels = has_difficulty_levels([s.run for c in conds for s in by_cond[c]])
     rows = []
     for c in conds:
-        splits = sorted({k for s in by_cond[c] for k in s.run.transfer})
+        splits = sorted({k for s in by_cond[c] for k in s.run.transfer if levels or not k.startswith("transfer/d")})
         for sp in splits:
             vals = [s.run.transfer[sp]["success"] for s in by_cond[c] if sp in s.run.transfer]
             eps = [s.run.transfer[sp].get("n") for s in by_cond[c] if sp in s.run.transfer]
@@ -115,8 +126,8 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
     inrun = any(s.run.transfer.get(sp, {}).get("source") == "in-run" for c in conds for s in by_cond[c] for sp in splits)
     if inrun:
         rep.md.append(f"{label[0].upper()}{label[1:]} ({what}) as evaluated inside each run at its last step "
-                      "(`eval.heldout_tasks`), where no `lfo transfer-eval` file covers them; `transfer/dK` is "
-                      f"difficulty K.{note}")
+                      "(`eval.heldout_tasks`), where no `lfo transfer-eval` file covers them"
+                      + ("; `transfer/dK` is difficulty K." if levels else ".") + note)
     rep.md.append(f"![transfer](transfer.png)\n\n{md_table(wide)}\n\nMean success over seeds [95% bootstrap CI] "
                   "(n = seeds; episodes summed over them); data `transfer.csv`.")
     tests = []

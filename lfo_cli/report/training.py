@@ -11,7 +11,7 @@ from lfo_cli.report.ablations import ablation_tables, lambda_section
 from lfo_cli.report.diagnostics import correlation_section, grad_norm_section, reward_section
 from lfo_cli.report.document import Report
 from lfo_cli.report.efficiency import efficiency_section
-from lfo_cli.report.final_metrics import final_metric_section, transfer_section
+from lfo_cli.report.final_metrics import final_metric_section, has_difficulty_levels, transfer_section
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import Run
 from lfo_cli.report.run_stats import BAND_RESAMPLES, THRESHOLDS, Conditions, group_conditions
@@ -36,10 +36,11 @@ def training_sections(rep: Report, train: list[Run], varying: list[str], corr_wi
     correlation_section(rep, cs, corr_window, pd, plt)
     grad_norm_section(rep, cs, pd, plt)
     # ---- success by difficulty, behaviour --------------------------------------------------------
-    final_metric_section(rep, conds, by_cond, sorted({k for s in rs.values() for k in s.final
-                                                       if k.startswith(rr.VAL_SUCCESS_AT)}),
-                          "success_by_difficulty", "Success by difficulty (final evaluation)", pd, plt,
-                          label=lambda k: k.rsplit("/", 1)[-1])
+    if has_difficulty_levels(train):  # a world of one level: the table would repeat the overall success
+        final_metric_section(rep, conds, by_cond, sorted({k for s in rs.values() for k in s.final
+                                                           if k.startswith(rr.VAL_SUCCESS_AT)}),
+                              "success_by_difficulty", "Success by difficulty (final evaluation)", pd, plt,
+                              label=lambda k: k.rsplit("/", 1)[-1])
     final_metric_section(rep, conds, by_cond, [k for k in BEHAVIOUR if any(k in s.final for s in rs.values())],
                           "behaviour", "Behaviour (final evaluation)", pd, plt, label=lambda k: k.split("/", 1)[-1])
 

@@ -128,6 +128,9 @@ class World(abc.ABC):
     heldout_label: ClassVar[str] = "held-out tasks"
     heldout_what: ClassVar[str] = "tasks of the world's held-out split, never trained on"
     heldout_note: ClassVar[str] = ""
+    # False where every task has one level (TextWorld's games): `lfo report` then shows no per-difficulty
+    # breakdown, which would only repeat the overall success.
+    difficulty_levels: ClassVar[bool] = True
 
     @abc.abstractmethod
     def tasks(self, split: str) -> list:
