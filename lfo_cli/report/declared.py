@@ -327,11 +327,7 @@ def _label(plan: Plan) -> str:
 
 def _side(row: dict) -> str | None:
     """"higher" or "lower" when the primary difference's interval excludes 0 on that side, else None."""
-    if finite(row["primary_low"]) and row["primary_low"] > 0:
-        return "higher"
-    if finite(row["primary_high"]) and row["primary_high"] < 0:
-        return "lower"
-    return None
+    return {1: "higher", -1: "lower"}.get(stats.interval_side(row["primary_low"], row["primary_high"]))
 
 
 def _positive_control(plan: Plan, rows: list[dict]) -> str | None:

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from lfo_cli import run_record as rr
+from lfo_cli import stats
 from lfo_cli.report.document import Report
 from lfo_cli.report.final_metrics import heldout_words
 from lfo_cli.report.format import est, num
@@ -63,12 +64,7 @@ def _d2_side(row: dict) -> str | None:
     """"faster" or "slower" when a d2 comparison's interval excludes 0 on that side. An arm from another warm start
     is judged by its gain over its own step 0 (``gain_auc_*``), not by an AUC that counts its head start."""
     key = "gain_auc" if _finite(row.get("gain_auc_diff")) else "auc"
-    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
-    if _finite(low) and low > 0:
-        return "faster"
-    if _finite(high) and high < 0:
-        return "slower"
-    return None
+    return {1: "faster", -1: "slower"}.get(stats.interval_side(row.get(f"{key}_low"), row.get(f"{key}_high")))
 
 
 def what_next(rep: Report, train: list[Run]) -> list[str]:

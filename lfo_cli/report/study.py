@@ -110,9 +110,10 @@ def _verdict(diff: dict, over_start: bool = False) -> str:
     """Which side of 0 a d2 difference's interval lies on, in words (``over_start``: a gain over step 0)."""
     what = "gains more on d2 than the baseline, each over its own start" if over_start else \
         "learns the d2 exceptions faster than the baseline"
-    if finite(diff.get("low")) and diff["low"] > 0:
+    side = stats.interval_side(diff.get("low"), diff.get("high"))
+    if side > 0:
         return what
-    if finite(diff.get("high")) and diff["high"] < 0:
+    if side < 0:
         return what.replace("more", "less") if over_start else what.replace("faster", "slower")
     return "no difference detected in its gain over its own start" if over_start else \
         "no effect detected on d2 learning speed"

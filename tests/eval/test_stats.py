@@ -199,3 +199,11 @@ def test_argmax_token_accuracy_from_logits():
     assert stats.argmax_token_accuracy(torch.tensor(logits), torch.tensor(labels)) == pytest.approx(2 / 3)
     with pytest.raises(ValueError):
         stats.argmax_token_accuracy(logits, labels[:, :3])
+
+
+@pytest.mark.parametrize(("low", "high", "side"), [
+    (0.01, 0.2, 1), (-0.2, -0.01, -1), (-0.1, 0.1, 0), (0.0, 0.1, 0), (-0.1, 0.0, 0),
+    (math.nan, -0.1, -1), (0.1, math.nan, 1), (None, None, 0), (math.nan, math.nan, 0), (math.inf, math.inf, 0),
+])
+def test_interval_side_says_which_side_of_zero_an_interval_lies_on(low, high, side):
+    assert stats.interval_side(low, high) == side
