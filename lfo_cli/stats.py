@@ -319,16 +319,6 @@ def paired_test(a: Sequence[float], b: Sequence[float], confidence: float = CONF
                       wil if math.isfinite(wil) else nan, tt if math.isfinite(tt) else nan)
 
 
-def interval_side(low: float | None, high: float | None) -> int:
-    """Which side of 0 an interval lies on: +1 when it lies above 0, -1 below, 0 when it holds 0 or an end is
-    missing or not finite."""
-    if isinstance(low, (int, float)) and math.isfinite(low) and low > 0:
-        return 1
-    if isinstance(high, (int, float)) and math.isfinite(high) and high < 0:
-        return -1
-    return 0
-
-
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of ``pvalues`` (one per arm against one reference): the family-wise
     error rate stays at alpha when each adjusted p is compared with alpha. nan stays nan and does not count

@@ -39,7 +39,7 @@ import statistics
 from lfo_cli import stats
 from lfo_cli.eval import comparison
 from lfo_cli.report.declared_runs import ArmRun, arm_run, breakdown
-from lfo_cli.report.format import est, finite, num, pval
+from lfo_cli.report.format import est, finite, interval_side, num, pval
 from lfo_cli.report.load import Run
 from lfo_cli.report.plan import PLAN_FILE, Plan
 from lfo_cli.report.run_stats import draw_band, mean_band
@@ -327,7 +327,7 @@ def _label(plan: Plan) -> str:
 
 def _side(row: dict) -> str | None:
     """"higher" or "lower" when the primary difference's interval excludes 0 on that side, else None."""
-    return {1: "higher", -1: "lower"}.get(stats.interval_side(row["primary_low"], row["primary_high"]))
+    return {1: "higher", -1: "lower"}.get(interval_side(row["primary_low"], row["primary_high"]))
 
 
 def _positive_control(plan: Plan, rows: list[dict]) -> str | None:

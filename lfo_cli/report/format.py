@@ -18,6 +18,16 @@ def finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def interval_side(low: Any, high: Any) -> int:
+    """Which side of 0 an interval lies on: +1 when it lies above 0, -1 below, 0 when it holds 0 or an end is
+    missing or not finite."""
+    if finite(low) and low > 0:
+        return 1
+    if finite(high) and high < 0:
+        return -1
+    return 0
+
+
 def num(x: Any) -> str:
     """One number for text: integers and large values without decimals, else 3 significant digits."""
     if not finite(x):

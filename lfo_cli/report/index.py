@@ -7,10 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 from lfo_cli import run_record as rr
-from lfo_cli import stats
 from lfo_cli.report.document import Report
 from lfo_cli.report.final_metrics import heldout_words
-from lfo_cli.report.format import est, num
+from lfo_cli.report.format import est, interval_side, num
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import Run
 
@@ -64,7 +63,7 @@ def _d2_side(row: dict) -> str | None:
     """"faster" or "slower" when a d2 comparison's interval excludes 0 on that side. An arm from another warm start
     is judged by its gain over its own step 0 (``gain_auc_*``), not by an AUC that counts its head start."""
     key = "gain_auc" if _finite(row.get("gain_auc_diff")) else "auc"
-    return {1: "faster", -1: "slower"}.get(stats.interval_side(row.get(f"{key}_low"), row.get(f"{key}_high")))
+    return {1: "faster", -1: "slower"}.get(interval_side(row.get(f"{key}_low"), row.get(f"{key}_high")))
 
 
 def what_next(rep: Report, train: list[Run]) -> list[str]:

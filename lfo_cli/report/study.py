@@ -27,7 +27,7 @@ from typing import Any
 from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.eval import comparison
-from lfo_cli.report.format import est, finite, num
+from lfo_cli.report.format import est, finite, interval_side, num
 from lfo_cli.report.load import Run
 from lfo_cli.report.run_stats import SMOOTH_WINDOW, draw_band, mean_band
 
@@ -110,7 +110,7 @@ def _verdict(diff: dict, over_start: bool = False) -> str:
     """Which side of 0 a d2 difference's interval lies on, in words (``over_start``: a gain over step 0)."""
     what = "gains more on d2 than the baseline, each over its own start" if over_start else \
         "learns the d2 exceptions faster than the baseline"
-    side = stats.interval_side(diff.get("low"), diff.get("high"))
+    side = interval_side(diff.get("low"), diff.get("high"))
     if side > 0:
         return what
     if side < 0:

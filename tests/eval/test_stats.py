@@ -206,4 +206,6 @@ def test_argmax_token_accuracy_from_logits():
     (math.nan, -0.1, -1), (0.1, math.nan, 1), (None, None, 0), (math.nan, math.nan, 0), (math.inf, math.inf, 0),
 ])
 def test_interval_side_says_which_side_of_zero_an_interval_lies_on(low, high, side):
-    assert stats.interval_side(low, high) == side
+    from lfo_cli.report.format import interval_side
+
+    assert interval_side(low, high) == side
