@@ -95,6 +95,8 @@ def build(
     force: ForceOpt = False,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="World of a warm start (default: its "
                                                   "recipe's data.dir).")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="Override a warm-start recipe value, "
+                                                         "e.g. --set seed=3 (repeatable).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build (or rebuild with --force) a tier's or a warm start's cache entry; training builds them on demand.
@@ -104,18 +106,20 @@ def build(
       lfo models build micro
 
       lfo models build warmstart_demo --force
+
+      lfo models build warmstart_textworld --set seed=3   # another draw of the same recipe
     """
     import time
 
     t0 = time.perf_counter()
     if name in REGISTRY:
-        if data_dir is not None:
-            raise LfoError("--data-dir applies to warm-start recipes, not to embedded tiers")
+        if data_dir is not None or overrides:
+            raise LfoError("--data-dir and --set apply to warm-start recipes, not to embedded tiers")
         path = ensure_model(name, force=force)
     elif name.endswith((".yaml", ".yml")) or "/" in name or name in recipes.available_recipes():
         from lfo_cli.models.warmstart import ensure_warmstart  # imports torch and transformers
 
-        path = ensure_warmstart(name, data_dir=data_dir, force=force).parent
+        path = ensure_warmstart(name, data_dir=data_dir, overrides=overrides, force=force).parent
     else:
         raise LfoError(f"unknown embedded model or warm-start recipe '{name}' (tiers: {', '.join(REGISTRY)}; "
                        f"warm starts: the warmstart_* recipes in `lfo train --list`)")

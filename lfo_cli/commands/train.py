@@ -57,20 +57,21 @@ def _prepare(rec, run_dir: Path) -> dict:
     from lfo_cli.models.warmstart import ensure_warmstart
 
     data_dir = rec.config.data.dir
+    overrides = rec.config.warmstart_overrides()  # the run's seed, for a warm start drawn per seed
     # Not under `accelerate launch` with several processes or DeepSpeed: every rank would train it, and its
     # Trainer would inherit the plugin; ensure_warmstart(build=False) then says how to build it beforehand.
     distributed = args.world_size > 1 or args.deepspeed_plugin is not None
-    status = warmstart_status(ws, data_dir=data_dir)
+    status = warmstart_status(ws, data_dir=data_dir, overrides=overrides)
     _check_world(ws, status, rec.config.env.kind)
     if not distributed and not status["cached"]:
         # In a process of its own: the warm start's Trainer would fix accelerate's process-wide state (its
         # mixed precision) before this run's Accelerator exists. Its progress goes to the same terminal/log.
         # Its stdout goes to this process's stderr (file descriptor 2): `--json` keeps stdout to itself.
-        done = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "build", str(ws), "--data-dir", str(data_dir)],
-                              stdout=2, check=False)
+        done = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "build", str(ws), "--data-dir", str(data_dir),
+                               *(a for o in overrides for a in ("--set", o))], stdout=2, check=False)
         if done.returncode != 0:
             raise typer.Exit(done.returncode)  # the build printed its own error line
-    return {"args": args, "base": str(ensure_warmstart(ws, data_dir=data_dir, build=False))}
+    return {"args": args, "base": str(ensure_warmstart(ws, data_dir=data_dir, overrides=overrides, build=False))}
 
 
 def _check_world(ws: str, status: dict, kind: str) -> None:
@@ -213,7 +214,7 @@ def _warmstart_note(rec) -> None:
     ws = (rec.resolved.get("model") or {}).get("warmstart") if rec.kind == "grpo" else None
     if not ws:
         return
-    st = warmstart_status(ws, data_dir=(rec.resolved.get("data") or {}).get("dir"))
+    st = warmstart_status(ws, data_dir=(rec.resolved.get("data") or {}).get("dir"), overrides=rec.config.warmstart_overrides())
     _check_world(ws, st, rec.config.env.kind)
     if st["cached"]:
         took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""

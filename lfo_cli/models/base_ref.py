@@ -20,8 +20,9 @@ from lfo_cli.errors import LfoError
 from lfo_cli.models import cache
 
 
-def portable_ref(base: str | Path, warmstart: str | None = None) -> dict:
-    """The reference to record for ``base`` (what `load_model` was given)."""
+def portable_ref(base: str | Path, warmstart: str | None = None, overrides: list[str] | None = None) -> dict:
+    """The reference to record for ``base`` (what `load_model` was given): the warm start's recipe and the
+    overrides it was built with (the run's seed, for a warm start drawn per seed)."""
     path = Path(base).expanduser()
     if not path.exists():
         return {"name": str(base)}
@@ -33,6 +34,8 @@ def portable_ref(base: str | Path, warmstart: str | None = None) -> dict:
     ref = {"lfo_home": rel.as_posix()}
     if warmstart:
         ref["warmstart"] = warmstart
+        if overrides:
+            ref["warmstart_set"] = list(overrides)
     return ref
 
 
@@ -44,7 +47,8 @@ def resolve_ref(ref: dict, recorded: str | None = None) -> str:
         path = cache.lfo_home() / ref["lfo_home"]
         if path.exists():
             return str(path)
-        how = f"`lfo train --recipe {ref['warmstart']}` builds it" if ref.get("warmstart") else "it is not there"
+        sets = "".join(f" --set {o}" for o in ref.get("warmstart_set") or [])
+        how = f"`lfo models build {ref['warmstart']}{sets}` builds it" if ref.get("warmstart") else "it is not there"
         raise LfoError(f"the run's base model $LFO_HOME/{ref['lfo_home']} is not on this machine "
                        f"({cache.lfo_home()}): {how}")
     if "name" in ref:

@@ -139,11 +139,12 @@ def register_in_cache(cfg: WarmStartConfig, out_dir: Path) -> Path | None:
     return cache.build_once(path, _copy)
 
 
-def warmstart_status(recipe_name: str, data_dir: str | Path | None = None) -> dict[str, Any]:
+def warmstart_status(recipe_name: str, data_dir: str | Path | None = None,
+                     overrides: list[str] | None = None) -> dict[str, Any]:
     """Is a warm start built, and what did its build take (for `lfo train --dry-run`): ``cached`` (a usable
     entry), ``state`` (:func:`entry_state`), ``path``, ``minutes`` (the cached build's SFT + evaluation, when
     recorded), ``max_minutes`` (its SFT's time guard) and ``world`` (the kind of world it imitates in)."""
-    name, cfg = resolve_config(recipe_name)
+    name, cfg = resolve_config(recipe_name, overrides)
     if data_dir is not None:
         cfg.data.dir = Path(data_dir)
     path = warmstart_cache_path(cfg)

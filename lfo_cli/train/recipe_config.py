@@ -31,6 +31,13 @@ class ModelSection:
         metadata={"help": "Warm-start recipe whose cached checkpoint is the base (built first if missing); "
                   "null starts from `name` as is."},
     )
+    warmstart_per_seed: bool = field(
+        default=False,
+        metadata={"help": "Build the warm start with this run's seed (its recipe's `seed`), so each seed of a study "
+                  "starts from its own draw of the warm start: a warm start's quality varies between draws "
+                  "(docs/study.md), and one shared draw per arm confounds the arm with its draw. false = the "
+                  "warm-start recipe's own seed."},
+    )
     dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata={"help": "Base dtype."})
 
 
@@ -242,6 +249,10 @@ class TrainConfig:
         if self.wm.predict not in world.predict_tools:
             raise LfoError(f"wm.predict={self.wm.predict} is not one of the {world.kind} world's: "
                            f"{', '.join(world.predict_tools)}")
+
+    def warmstart_overrides(self) -> list[str]:
+        """Overrides of the warm-start recipe for this run: its seed when `model.warmstart_per_seed`."""
+        return [f"seed={self.seed}"] if self.model.warmstart and self.model.warmstart_per_seed else []
 
     def training_args(self, output_dir: str | Path, *, portable: bool = False) -> DualLoRAConfig:
         """The run's `DualLoRAConfig`: the trainer section, the wm section as is, the seed. TRL's and lfo's

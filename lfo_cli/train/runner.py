@@ -126,7 +126,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         return {rr.STATUS: rr.STATUS_COMPLETE, "rank": trainer.args.process_index}
     save_adapters(trainer.model, out_dir)
     tokenizer.save_pretrained(out_dir)  # the run dir loads without the base's files: AutoTokenizer(RUN)
-    base_ref = portable_ref(base, cfg.model.warmstart)
+    base_ref = portable_ref(base, cfg.model.warmstart, cfg.warmstart_overrides())
     summary = {
         rr.STATUS: rr.STATUS_COMPLETE,
         "steps": trainer.state.global_step,

@@ -390,6 +390,44 @@ def test_dry_run_says_whether_the_warm_start_is_built_and_what_it_took(tmp_path,
     assert json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)["kind"] == "grpo"
 
 
+def test_a_warm_start_drawn_per_seed_is_its_own_cache_entry(tmp_path, monkeypatch):
+    """`model.warmstart_per_seed`: the run's warm start is its recipe built with the run's seed, a cache entry of
+    its own (another key than the recipe's own seed), and the dry run reports that entry."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+    from lfo_cli.models.warmstart_cache import warmstart_status
+    from lfo_cli.recipes import load_recipe
+
+    monkeypatch.setenv("LFO_HOME", str(tmp_path))
+    rec = load_recipe("dual_lora_micro", ["model.warmstart_per_seed=true", "seed=3"])
+    assert rec.config.warmstart_overrides() == ["seed=3"]
+    assert load_recipe("dual_lora_micro", ["seed=3"]).config.warmstart_overrides() == []
+    assert load_recipe("dual_lora_micro", ["model.warmstart_per_seed=true", "model.warmstart=null"]).config \
+        .warmstart_overrides() == []
+    own = warmstart_status("warmstart_micro_long", data_dir="data")["path"]
+    drawn = {s: warmstart_status("warmstart_micro_long", data_dir="data", overrides=[f"seed={s}"])["path"] for s in (3, 4)}
+    assert len({own, *drawn.values()}) == 3
+    path = tmp_path / "warmstart" / drawn[3].rsplit("/", 1)[-1]
+    (path / "model").mkdir(parents=True)
+    (path / "lfo_cache.json").write_text(json.dumps({"total_seconds": 60.0, "key": path.name}))
+    args = ["train", "--recipe", "dual_lora_micro", "--dry-run", "--set", "model.warmstart_per_seed=true"]
+    assert f"cached at {path}, built in 1.0 min" in CliRunner().invoke(app, [*args, "--seed", "3"]).stderr
+    assert "not built yet" in CliRunner().invoke(app, [*args, "--seed", "4"]).stderr
+    assert "not built yet" in CliRunner().invoke(app, args[:4] + ["--seed", "3"]).stderr  # the recipe's own seed
+
+
+def test_models_build_set_is_for_warm_start_recipes_only():
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    out = CliRunner().invoke(app, ["models", "build", "micro", "--set", "seed=1"])
+    assert out.exit_code == 2 and "--set apply to warm-start recipes" in out.output
+
+
 def test_the_warm_start_prints_a_few_judged_figures_not_every_metric():
     from lfo_cli.models.warmstart_outputs import summary_rows
 

@@ -233,6 +233,25 @@ def test_warm_start_built_in_the_same_process_leaves_mixed_precision_to_the_trai
     assert json.loads((out / "run.json").read_text())["config"]["trainer"]["bf16"] is True
 
 
+def test_a_run_with_a_warm_start_per_seed_builds_and_records_its_seeds_draw(setup, tmp_path):
+    """`model.warmstart_per_seed`: `lfo train` builds the warm start with the run's seed (its own cache entry,
+    not the recipe's own seed's) and records the override beside the recipe in the base model's reference."""
+    from lfo_cli.models.warmstart_cache import warmstart_status
+
+    home = tmp_path / "home"
+    recipe = tiny_warmstart_recipe(setup, tmp_path)
+    out = tmp_path / "run"
+    cmd = train_cmd(setup, out, 1, "--seed", "5", model__warmstart=str(recipe), model__warmstart_per_seed="true")
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**env(), "LFO_HOME": str(home)}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    drawn = warmstart_status(str(recipe), data_dir=str(setup / "data"), overrides=["seed=5"])["path"]
+    own = warmstart_status(str(recipe), data_dir=str(setup / "data"))["path"]
+    assert drawn != own and Path(summary["base_model"]).parent.name == Path(drawn).name
+    assert summary["base_model_ref"]["warmstart_set"] == ["seed=5"]
+    assert [p.name for p in (home / "warmstart").iterdir() if not p.name.startswith(".")] == [Path(drawn).name]
+
+
 def test_distributed_launch_does_not_build_a_missing_warm_start(setup, tmp_path):
     """Under `accelerate launch` every rank would train the warm start (and under DeepSpeed its Trainer
     inherits the plugin): the run stops with the command that builds it, and builds nothing."""
