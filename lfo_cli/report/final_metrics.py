@@ -73,9 +73,9 @@ def has_difficulty_levels(runs) -> bool:
 
 
 def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
-    label, what, note = heldout_words([s.run for c in conds for s in by_cond[c]])
+    world = _world_of([s.run for c in conds for s in by_cond[c]])
+    label, what, note, levels = world.heldout_label, world.heldout_what, world.heldout_note, world.difficulty_levels
     rep.md.append(f"### Transfer to {label}\n")
-    levels = has_difficulty_levels([s.run for c in conds for s in by_cond[c]])
     rows = []
     for c in conds:
         splits = sorted({k for s in by_cond[c] for k in s.run.transfer if levels or not k.startswith("transfer/d")})

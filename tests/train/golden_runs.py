@@ -188,10 +188,11 @@ def _class_file(kernels: str) -> Path:
 def load_golden() -> tuple[dict[str, list[dict]], float, str]:
     """(golden runs, relative tolerance, where from): this kernel class's file at REL_TOL, else the first
     recorded file at CROSS_REL_TOL."""
-    mine = _class_file(kernel_class())
+    kernels = kernel_class()
+    mine = _class_file(kernels)
     if mine.is_file():
         return json.loads(mine.read_text())["runs"], REL_TOL, mine.name
-    return json.loads(GOLDEN.read_text())["runs"], CROSS_REL_TOL, f"{GOLDEN.name} (no file for {kernel_class()})"
+    return json.loads(GOLDEN.read_text())["runs"], CROSS_REL_TOL, f"{GOLDEN.name} (no file for {kernels})"
 
 
 def main() -> None:
@@ -202,11 +203,12 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         runs = run_all(Path(tmp))
-    out = _class_file(kernel_class())
+    kernels = kernel_class()
+    out = _class_file(kernels)
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"commit": commit, "kernels": kernel_class(), "steps": STEPS, "runs": runs}, indent=1,
+    out.write_text(json.dumps({"commit": commit, "kernels": kernels, "steps": STEPS, "runs": runs}, indent=1,
                               sort_keys=True) + "\n")
-    print(f"wrote {out} ({commit}, {kernel_class()})")
+    print(f"wrote {out} ({commit}, {kernels})")
 
 
 if __name__ == "__main__":
