@@ -106,7 +106,7 @@ STEPS = {
                               "--conditions", "baseline,separate,stacked,shared", "--json"]),
         # no separate step_time step: a 4 x 4 step is wm_overhead's generation + baseline seconds, and a
         # step_time run of its own never finished within its limit after wm_overhead (H200 2026-11-26, H100
-        # 2026-11-27); its time goes to `scale`, which had never been reached
+        # 2026-11-27); its time goes to `scale`
     ],
     "scale": [
         ("zero2", 210, ["{py}", "-m", "accelerate.commands.launch", "--config_file", "recipes/accelerate/zero2.yaml",

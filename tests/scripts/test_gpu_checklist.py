@@ -139,3 +139,19 @@ def test_the_versions_step_reports_this_machine(tmp_path, monkeypatch):
     assert info["torch"] == torch.__version__ and info["gpu"] is (torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
     assert info["versions"]["trl"] == __import__("trl").__version__
     assert "vllm" in info["versions"]  # a version, or why it is unavailable
+
+
+def test_a_skipped_step_does_not_run_and_an_unknown_one_is_refused(tmp_path, monkeypatch, capsys):
+    tree, work = copy_tree(tmp_path / "tree"), tmp_path / "work"
+    mod = load(tree, work, monkeypatch)
+    marker = tmp_path / "ran"
+    monkeypatch.setitem(mod.STEPS, "scale", [
+        ("first", 30, ["{py}", "-c", f"open({str(marker)!r}, 'w').write('x')"]),
+        ("second", 30, ["{py}", "-c", "print('{\"y\": 2}')"]),
+    ])
+    assert mod.main(["scale", str(tmp_path / "out"), "--skip", "first"]) == 0
+    record = json.loads((tmp_path / "out/scale.json").read_text())
+    assert not marker.exists() and record["steps"]["first"]["rc"] == "skipped"
+    assert record["steps"]["second"]["result"] == {"y": 2}
+    assert mod.main(["scale", str(tmp_path / "out"), "--skip", "third"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --skip names no step of scale: third"
