@@ -19,13 +19,14 @@ def load_world_for(cfg: WarmStartConfig) -> World:
     return load_world(cfg.env.kind, cfg.data.dir)
 
 
-def collect_sft_trajectories(cfg: WarmStartConfig, world: World) -> list[dict]:
-    """The teacher's rollouts of the SFT tasks the recipe's data section names (:meth:`World.sft_tasks`)."""
+def collect_sft_trajectories(cfg: WarmStartConfig, world: World, progress=None) -> list[dict]:
+    """The teacher's rollouts of the SFT tasks the recipe's data section names (:meth:`World.sft_tasks`);
+    ``progress(done, total)`` as :func:`collect_trajectories` calls it."""
     played, tasks = world.sft_tasks(cfg.data, cfg.seed)
     return collect_trajectories(
         played, tasks, policy=cfg.data.policy, noise=cfg.data.noise, seed=cfg.seed,
         rollouts_per_task=cfg.data.rollouts_per_task, imitate_random=cfg.data.imitate_random,
-        probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise,
+        probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise, progress=progress,
     )
 
 

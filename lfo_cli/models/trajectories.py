@@ -17,7 +17,7 @@ company, number or value the conversation never showed) is not imitated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lfo_cli.models import prompts
@@ -61,15 +61,24 @@ def collect_trajectories(
     imitate_random: bool = True,
     probe_rate: float = 0.0,
     probe_noise: Any = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """The world's teacher on each task (:meth:`lfo_cli.worlds.World.teacher_rollouts`: ``policy`` with
     ``noise``, ``probe_rate`` of the rollouts probing, reproducible from ``seed``), each rollout with its
     conversation: one dict per rollout with ``task_id``, ``difficulty``, ``policy``, ``reward``, ``info``,
     ``transitions`` (dicts) and ``messages`` (``system_prompt``: default the world's;
-    ``imitate_random``: see :func:`trajectory_messages`)."""
+    ``imitate_random``: see :func:`trajectory_messages`). ``progress(done, total)`` is called with the
+    rollouts played so far: the tasks are played in chunks, which gives the same rollouts as one call (a
+    rollout's seed derives from ``seed``, its task and its index, not from the rollouts before it)."""
     system = system_prompt or world.system_prompt or prompts.SYSTEM_PROMPT
-    rollouts = world.teacher_rollouts(list(tasks), policy=policy, noise=noise, seed=seed,
-                                      rollouts_per_task=rollouts_per_task, probe_rate=probe_rate,
-                                      probe_noise=probe_noise)
+    tasks = list(tasks)
+    total, rollouts = len(tasks) * rollouts_per_task, []
+    chunk = max(1, len(tasks) // 50) if progress else max(1, len(tasks))
+    for start in range(0, len(tasks), chunk):
+        rollouts += world.teacher_rollouts(tasks[start:start + chunk], policy=policy, noise=noise, seed=seed,
+                                           rollouts_per_task=rollouts_per_task, probe_rate=probe_rate,
+                                           probe_noise=probe_noise)
+        if progress:
+            progress(len(rollouts), total)
     return [{**{k: r[k] for k in ("task_id", "difficulty", "policy", "reward", "info", "transitions")},
              "messages": trajectory_messages(r, system, imitate_random=imitate_random)} for r in rollouts]

@@ -128,7 +128,8 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     tools = P.tool_schemas(world.tools)
 
     # ---- data ----
-    trajectories = collect_sft_trajectories(cfg, world)
+    with ProgressLog("warm start data", None, unit="rollout") as plog:  # the teacher's games: minutes on TextWorld
+        trajectories = collect_sft_trajectories(cfg, world, progress=episode_progress(plog))
     weighted = [t for t in trajectories for _ in range(cfg.data.success_weight if t["reward"] >= 1.0 else 1)]
     reply_tools = tuple(cfg.train.reply_loss_tools) if cfg.train.reply_loss_weight > 0 else ()
     rows, dropped = tokenize_trajectories(tokenizer, weighted, tools, cfg.train.max_length, reply_tools=reply_tools)

@@ -142,3 +142,21 @@ def test_tool_schemas_are_memoised_so_the_micro_cache_key_needs_no_torch(tmp_pat
 
     # equal in key order too: the rendered tool lines, and so the boilerplate tokens, follow it
     assert json.dumps(json.loads(memo.read_text())) == json.dumps(tool_schemas(CustomerServiceEnv))
+
+
+def test_collecting_with_progress_plays_the_same_rollouts_in_chunks(small_world_dir, trajectories):
+    """The warm start's data phase reports progress by playing the tasks in chunks; the rollouts (and so a
+    warm start's bytes) are those of one call, probe mix included, and the last report is the total."""
+    world = load_world(small_world_dir)
+    noise = NoiseConfig(epsilon=0.2, field_dropout=0.2)
+    calls: list[tuple[int, int]] = []
+    chunked = collect_trajectories(CustomerServiceWorld(world), world.tasks["train"], policy="prior", noise=noise,
+                                   seed=1, progress=lambda done, total: calls.append((done, total)))
+    assert chunked == trajectories
+    total = len(world.tasks["train"])
+    assert len(calls) > 1 and calls[-1] == (total, total) and [d for d, _ in calls] == sorted({d for d, _ in calls})
+    kw = dict(policy="prior", noise=noise, seed=3, rollouts_per_task=2, probe_rate=0.4)
+    mixed = [r["policy"] for r in collect_trajectories(CustomerServiceWorld(world), world.tasks["train"], **kw,
+                                                         progress=lambda *_: None)]
+    assert mixed == [r["policy"] for r in collect_trajectories(CustomerServiceWorld(world), world.tasks["train"], **kw)]
+    assert {"prior+noise", "probe+noise"} <= set(mixed)

@@ -172,6 +172,9 @@ def test_the_teacher_is_the_walkthrough_with_random_detours(home):
     assert len(noisy) == 6 and any(r["info"]["random_steps"] for r in noisy)
     assert noisy == world.teacher_rollouts(tasks, policy="gold", noise=NoiseConfig(epsilon=0.5), seed=0,
                                            rollouts_per_task=2)  # reproducible from the seed
+    assert noisy == [r for chunk in (tasks[:1], tasks[1:]) for r in  # played in chunks (the data phase's progress)
+                     world.teacher_rollouts(chunk, policy="gold", noise=NoiseConfig(epsilon=0.5), seed=0,
+                                            rollouts_per_task=2)]
     first = gold[0]["transitions"][0]
     assert first["action"]["tool"] == "act" and first["observation"] and gold[0]["prompt"] == first["state"]
     with pytest.raises(LfoError, match="data.noise.field_dropout"):
