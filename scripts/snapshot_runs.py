@@ -7,6 +7,14 @@ summary.json, metrics.jsonl, README.md (the model card) and curves.csv as they a
 gzip-compressed (per-episode records, ~10x smaller); never weights, checkpoints or trajectories. The grid's
 runs.csv is copied too. A run already in DST is left as it is (a finished run never changes); an unfinished
 one is skipped. `lfo report DST` reads the copies like the run dirs.
+
+With ``--warmstarts WS``, each finished run's warm start (its summary's ``base_model_ref`` under
+``$LFO_HOME``) has its small files copied to ``WS/<cache key>/`` too (summary, build record, metrics, its
+evaluation's CSV): a study whose runs draw their own warm starts (``model.warmstart_per_seed``) keeps every
+draw's numbers.
+
+    python scripts/snapshot_runs.py $LFO_HOME/grids/textworld_cpu reports/studies/textworld_cpu/runs \
+        --warmstarts reports/studies/textworld_cpu/warmstarts
 """
 
 from __future__ import annotations
@@ -14,11 +22,44 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
 
 FILES = ("recipe.yaml", "run.json", "summary.json", "metrics.jsonl", "README.md", "curves.csv")
+WARMSTART_FILES = ("summary.json", "lfo_cache.json", "run_metadata.json", "metrics.jsonl", "eval_by_difficulty.csv")
+
+
+def lfo_home() -> Path:
+    """$LFO_HOME as lfo resolves it (stdlib only: this script runs without the package)."""
+    return Path(os.environ.get("LFO_HOME") or Path.home() / ".cache" / "lfo").expanduser()
+
+
+def warmstart_dir(run: Path) -> Path | None:
+    """The warm start a finished run trained from, where its summary's ``base_model_ref`` says it lives."""
+    ref = json.loads((run / "summary.json").read_text()).get("base_model_ref") or {}
+    rel = ref.get("lfo_home") if isinstance(ref, dict) else None
+    if not rel:
+        return None
+    model = lfo_home() / rel
+    return model.parent if model.name == "model" else model
+
+
+def copy_warmstart(ws: Path, dst: Path) -> str | None:
+    """``ws``'s small files into ``dst/<its name>/`` once; its name, or None when already there or missing."""
+    target = dst / ws.name
+    if target.exists() or not (ws / "summary.json").is_file():
+        return None
+    dst.mkdir(parents=True, exist_ok=True)
+    tmp = dst / f".{ws.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for name in WARMSTART_FILES:
+        if (ws / name).is_file():
+            shutil.copy2(ws / name, tmp / name)
+    tmp.rename(target)
+    return ws.name
 
 
 def finished(run: Path) -> bool:
@@ -28,10 +69,16 @@ def finished(run: Path) -> bool:
         return False
 
 
-def snapshot(src: Path, dst: Path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {"copied": [], "kept": [], "unfinished": []}
+def snapshot(src: Path, dst: Path, warmstarts: Path | None = None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {"copied": [], "kept": [], "unfinished": [], "warmstarts": [], "warmstarts_missing": []}
     dst.mkdir(parents=True, exist_ok=True)
     for run in sorted(p for p in src.iterdir() if (p / "recipe.yaml").is_file()):
+        if warmstarts is not None and finished(run):
+            ws = warmstart_dir(run)
+            if ws is not None and not (ws / "summary.json").is_file() and not (warmstarts / ws.name).exists():
+                out["warmstarts_missing"].append(ws.name)
+            elif ws is not None and copy_warmstart(ws, warmstarts):
+                out["warmstarts"].append(ws.name)
         target = dst / run.name
         if target.exists():
             out["kept"].append(run.name)
@@ -61,13 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", type=Path, help="the grid's runs dir (lfo ablate --runs-dir)")
     p.add_argument("dst", type=Path, help="where the copies go, e.g. reports/studies/NAME/runs")
+    p.add_argument("--warmstarts", type=Path, help="also copy each finished run's warm start's small files here")
     a = p.parse_args(argv)
     if not a.src.is_dir():
         print(f"error: {a.src} is not a directory", file=sys.stderr)
         return 2
-    res = snapshot(a.src, a.dst)
+    res = snapshot(a.src, a.dst, a.warmstarts)
     print(f"copied {len(res['copied'])} finished runs, kept {len(res['kept'])} already there, "
           f"skipped {len(res['unfinished'])} unfinished: {', '.join(res['unfinished']) or '-'}")
+    if a.warmstarts is not None:
+        print(f"copied {len(res['warmstarts'])} warm starts; not found under {lfo_home()}: "
+              f"{', '.join(res['warmstarts_missing']) or '-'}")
     return 0
 
 

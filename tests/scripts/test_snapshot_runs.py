@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,24 @@ def test_finished_runs_are_copied_once_small_files_only(tmp_path):
     (src / "a__s0" / "metrics.jsonl").write_text("changed\n")
     again = subprocess.run(cmd, capture_output=True, text=True, check=True)
     assert "kept 1 already there" in again.stdout and (dst / "a__s0/metrics.jsonl").read_text() == '{"step": 1}\n'
+
+
+def test_each_runs_warm_start_is_copied_once_without_its_model(tmp_path):
+    home, src, dst, ws = tmp_path / "home", tmp_path / "grid", tmp_path / "runs", tmp_path / "warmstarts"
+    built = home / "warmstart" / "micro-abc"
+    (built / "model").mkdir(parents=True)
+    (built / "model" / "model.safetensors").write_bytes(b"weights")
+    (built / "sft_trajectories.jsonl").write_text("{}\n")
+    (built / "summary.json").write_text(json.dumps({"eval/success_rate": 0.2}))
+    (built / "lfo_cache.json").write_text("{}")
+    for name, rel in (("a__s0", "warmstart/micro-abc/model"), ("b__s0", "warmstart/micro-gone/model")):
+        (src / name).mkdir(parents=True)
+        (src / name / "recipe.yaml").write_text("kind: grpo\n")
+        (src / name / "summary.json").write_text(json.dumps({"status": "complete", "base_model_ref": {"lfo_home": rel}}))
+    cmd = [sys.executable, str(ROOT / "scripts" / "snapshot_runs.py"), str(src), str(dst), "--warmstarts", str(ws)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "LFO_HOME": str(home)})
+    assert "copied 1 warm starts" in done.stdout and "micro-gone" in done.stdout
+    assert sorted(p.name for p in (ws / "micro-abc").iterdir()) == ["lfo_cache.json", "summary.json"]
+    (built / "summary.json").write_text("changed")
+    again = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "LFO_HOME": str(home)})
+    assert "copied 0 warm starts" in again.stdout and json.loads((ws / "micro-abc/summary.json").read_text())
