@@ -36,13 +36,15 @@ def lfo_home() -> Path:
     return Path(os.environ.get("LFO_HOME") or Path.home() / ".cache" / "lfo").expanduser()
 
 
-def warmstart_dir(run: Path) -> Path | None:
-    """The warm start a finished run trained from, where its summary's ``base_model_ref`` says it lives."""
+def warmstart_dir(run: Path) -> Path | str | None:
+    """The warm start a finished run trained from, where its summary's ``base_model_ref`` says it lives; a
+    string saying why when the run names a warm start outside ``$LFO_HOME``; None when it trained from none."""
     ref = json.loads((run / "summary.json").read_text()).get("base_model_ref") or {}
-    rel = ref.get("lfo_home") if isinstance(ref, dict) else None
-    if not rel:
-        return None
-    model = lfo_home() / rel
+    if not isinstance(ref, dict) or not ref.get("warmstart"):
+        return None  # an embedded tier or a named model: nothing of its own to keep
+    if not ref.get("lfo_home"):
+        return f"{run.name} (its warm start is not under $LFO_HOME)"
+    model = lfo_home() / ref["lfo_home"]
     return model.parent if model.name == "model" else model
 
 
@@ -75,7 +77,9 @@ def snapshot(src: Path, dst: Path, warmstarts: Path | None = None) -> dict[str, 
     for run in sorted(p for p in src.iterdir() if (p / "recipe.yaml").is_file()):
         if warmstarts is not None and finished(run):
             ws = warmstart_dir(run)
-            if ws is not None and not (ws / "summary.json").is_file() and not (warmstarts / ws.name).exists():
+            if isinstance(ws, str):
+                out["warmstarts_missing"].append(ws)
+            elif ws is not None and not (ws / "summary.json").is_file() and not (warmstarts / ws.name).exists():
                 out["warmstarts_missing"].append(ws.name)
             elif ws is not None and copy_warmstart(ws, warmstarts):
                 out["warmstarts"].append(ws.name)

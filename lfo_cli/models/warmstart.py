@@ -290,15 +290,15 @@ def ensure_warmstart(
         cfg.data.dir = Path(data_dir)
     load_world_for(cfg)  # fail early with the gen-env hint
     path = warmstart_cache_path(cfg)
+    recipe = recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else None
     if cache.is_complete(path) and not force:
-        check_entry(path, name, recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else None)
+        check_entry(path, name, recipe, overrides)
         return path / "model"
     if not build and not cache.is_complete(path):
-        raise LfoError(
-            f"warm start '{name}' is not built yet ({path}); build it once in a plain process first: "
-            f"lfo train --recipe {recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else '<warm-start recipe>'}"
-            f" --out runs/{name}"
-        )
+        sets = "".join(f" --set {o}" for o in overrides or [])  # a per-seed draw: the run's seed
+        data = f" --data-dir {data_dir}" if data_dir is not None else ""
+        raise LfoError(f"warm start '{name}' is not built yet ({path}); build it once in a plain process first: "
+                       f"lfo models build {recipe or '<warm-start recipe>'}{data}{sets}")
     cache.build_once(path, lambda tmp, resumed: {**run_warmstart(cfg, tmp, resume=resumed), "recipe": name,
                                                  "key": path.name}, force=force, resumable=True)
     return path / "model"

@@ -106,11 +106,12 @@ def entry_state(path: Path) -> tuple[str, dict[str, Any]]:
     return "complete", info
 
 
-def check_entry(path: Path, name: str, recipe: str | None = None) -> dict[str, Any]:
+def check_entry(path: Path, name: str, recipe: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
     """The marker of a usable cached warm start, else an LfoError (one line) saying how to rebuild it
-    (``recipe``: the name or path the user gave, for the command)."""
+    (``recipe``: the name or path the user gave, ``overrides``: its ``--set`` values, for the command)."""
     state, info = entry_state(path)
-    rebuild = f"rebuild it with `lfo models build {recipe or name} --force`"
+    sets = "".join(f" --set {o}" for o in overrides or [])
+    rebuild = f"rebuild it with `lfo models build {recipe or name}{sets} --force`"
     if state == "budget-stopped":
         steps = info.get(rr.TRAIN_STEPS)
         raise LfoError(f"warm start '{name}' at {path} stopped at its time budget after {steps} SFT steps: not the "

@@ -89,6 +89,13 @@ class TextWorldEnv:
     def get_reward(self) -> float:
         return self.score / self.max_score if self.max_score else 0.0
 
+    def _close(self) -> None:
+        """Stop the game's interpreter (a later ``reset`` starts one again). Private: TRL makes every public
+        method of an environment a tool."""
+        if self._env is not None:
+            self._env.close()
+        self._env = self._path = self._state = None
+
     # ---- the tool ----
     def act(self, command: str) -> str:
         """Do something in the game, in a few words: "go north", "take the apple from the counter", "examine cookbook".

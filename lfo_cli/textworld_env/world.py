@@ -293,24 +293,27 @@ class TextWorldWorld(World):
         if probe_rate:
             raise LfoError("data.probe_rate: the textworld world's teacher does not probe")
         env, out = TextWorldEnv([], tasks=self.games), []
-        for task in tasks:
-            for r in range(rollouts_per_task):
-                rng = random.Random(sub_seed("warmstart", seed, task.task_id, r))
-                act = gold_policy() if policy == "gold" else random_policy(rng.randrange(2**31))
-                observation = prompt = env.reset(task_id=task.task_id)
-                random_steps = []
-                while not env.done:
-                    if policy == "gold" and epsilon and rng.random() < epsilon:
-                        random_steps.append(env.steps)
-                        command = rng.choice(env.admissible_commands or ["look"])
-                    else:
-                        command = act(env, observation)
-                    observation = env.act(command)
-                out.append({"task_id": task.task_id, "difficulty": task.difficulty, "policy": policy,
-                            "reward": env.get_reward() if not env.won else 1.0,
-                            "info": {"success": env.won, "lost": env.lost, "steps": env.steps,
-                                     "random_steps": random_steps},
-                            "prompt": prompt, "transitions": [t.to_dict() for t in env.transitions]})
+        try:
+            for task in tasks:
+                for r in range(rollouts_per_task):
+                    rng = random.Random(sub_seed("warmstart", seed, task.task_id, r))
+                    act = gold_policy() if policy == "gold" else random_policy(rng.randrange(2**31))
+                    observation = prompt = env.reset(task_id=task.task_id)
+                    random_steps = []
+                    while not env.done:
+                        if policy == "gold" and epsilon and rng.random() < epsilon:
+                            random_steps.append(env.steps)
+                            command = rng.choice(env.admissible_commands or ["look"])
+                        else:
+                            command = act(env, observation)
+                        observation = env.act(command)
+                    out.append({"task_id": task.task_id, "difficulty": task.difficulty, "policy": policy,
+                                "reward": env.get_reward() if not env.won else 1.0,
+                                "info": {"success": env.won, "lost": env.lost, "steps": env.steps,
+                                         "random_steps": random_steps},
+                                "prompt": prompt, "transitions": [t.to_dict() for t in env.transitions]})
+        finally:
+            env._close()
         return out
 
     @classmethod

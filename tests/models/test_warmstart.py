@@ -511,3 +511,20 @@ def test_fresh_companies_play_the_sft_tasks_in_a_world_of_their_own(small_world_
     assert warmstart_key(plain) == warmstart_key(zero) != warmstart_key(cfg)
     with pytest.raises(LfoError, match="data.fresh_companies needs data.fresh_tasks > 0"):
         resolve_config("warmstart_micro", ["data.fresh_tasks=0", "data.fresh_companies=10"])
+
+
+def test_a_per_seed_draw_is_named_with_its_seed_in_every_hint(tmp_path, monkeypatch):
+    """A run's own draw (`model.warmstart_per_seed`) that is missing or unusable is named by the command that
+    builds that draw, with its `--set seed=N`: without it the hint would build the recipe's own seed."""
+    from lfo_cli.models.warmstart import ensure_warmstart
+    from lfo_cli.models.warmstart_cache import warmstart_status
+
+    monkeypatch.setenv("LFO_HOME", str(tmp_path))
+    with pytest.raises(LfoError, match=r"lfo models build warmstart_micro_long --data-dir data --set seed=4$"):
+        ensure_warmstart("warmstart_micro_long", data_dir="data", overrides=["seed=4"], build=False)
+    path = tmp_path / "warmstart" / warmstart_status("warmstart_micro_long", data_dir="data",
+                                                     overrides=["seed=4"])["path"].rsplit("/", 1)[-1]
+    (path / "model").mkdir(parents=True)
+    (path / "lfo_cache.json").write_text(json.dumps({"key": "micro-elsewhere"}))  # copied from another entry
+    with pytest.raises(LfoError, match=r"lfo models build warmstart_micro_long --set seed=4 --force"):
+        ensure_warmstart("warmstart_micro_long", data_dir="data", overrides=["seed=4"], build=False)

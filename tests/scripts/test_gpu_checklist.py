@@ -153,5 +153,9 @@ def test_a_skipped_step_does_not_run_and_an_unknown_one_is_refused(tmp_path, mon
     record = json.loads((tmp_path / "out/scale.json").read_text())
     assert not marker.exists() and record["steps"]["first"]["rc"] == "skipped"
     assert record["steps"]["second"]["result"] == {"y": 2}
+    assert mod.main(["scale", str(tmp_path / "out"), "--skip", "second"]) == 0  # again into OUT: first runs now,
+    record = json.loads((tmp_path / "out/scale.json").read_text())             # second keeps what it measured
+    assert marker.exists() and record["steps"]["second"]["result"] == {"y": 2}
+    assert record["steps"]["second"]["from_call_started"]
     assert mod.main(["scale", str(tmp_path / "out"), "--skip", "third"]) == 2
     assert capsys.readouterr().err.strip() == "error: --skip names no step of scale: third"

@@ -45,13 +45,18 @@ def test_each_runs_warm_start_is_copied_once_without_its_model(tmp_path):
     (built / "sft_trajectories.jsonl").write_text("{}\n")
     (built / "summary.json").write_text(json.dumps({"eval/success_rate": 0.2}))
     (built / "lfo_cache.json").write_text("{}")
-    for name, rel in (("a__s0", "warmstart/micro-abc/model"), ("b__s0", "warmstart/micro-gone/model")):
+    refs = {"a__s0": {"lfo_home": "warmstart/micro-abc/model", "warmstart": "ws"},
+            "b__s0": {"lfo_home": "warmstart/micro-gone/model", "warmstart": "ws"},
+            "c__s0": {"lfo_home": "models/micro-123"},  # an embedded tier: no warm start of its own
+            "d__s0": {"path": "/elsewhere/model", "warmstart": "ws"}}
+    for name, ref in refs.items():
         (src / name).mkdir(parents=True)
         (src / name / "recipe.yaml").write_text("kind: grpo\n")
-        (src / name / "summary.json").write_text(json.dumps({"status": "complete", "base_model_ref": {"lfo_home": rel}}))
+        (src / name / "summary.json").write_text(json.dumps({"status": "complete", "base_model_ref": ref}))
     cmd = [sys.executable, str(ROOT / "scripts" / "snapshot_runs.py"), str(src), str(dst), "--warmstarts", str(ws)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "LFO_HOME": str(home)})
-    assert "copied 1 warm starts" in done.stdout and "micro-gone" in done.stdout
+    assert "copied 1 warm starts" in done.stdout and "micro-gone, d__s0 (its warm start is not under" in done.stdout
+    assert "micro-123" not in done.stdout
     assert sorted(p.name for p in (ws / "micro-abc").iterdir()) == ["lfo_cache.json", "summary.json"]
     (built / "summary.json").write_text("changed")
     again = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "LFO_HOME": str(home)})

@@ -263,7 +263,7 @@ def test_distributed_launch_does_not_build_a_missing_warm_start(setup, tmp_path)
               str(Path(__file__).resolve().parents[2] / "recipes" / "accelerate" / "cpu_2proc.yaml"), *cmd[i:]]
     done = subprocess.run(launch, capture_output=True, text=True, env={**env(), "LFO_HOME": str(home)}, timeout=600)
     assert done.returncode != 0
-    assert "warm start 'ws_tiny' is not built yet" in done.stderr and f"lfo train --recipe {recipe} " in done.stderr
+    assert "warm start 'ws_tiny' is not built yet" in done.stderr and f"lfo models build {recipe} --data-dir " in done.stderr
     assert not (home / "warmstart").exists() or not any((home / "warmstart").iterdir())
 
 
