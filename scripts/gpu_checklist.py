@@ -347,11 +347,15 @@ def install_model(log, limit: int) -> dict:
                               str(SITE), str(wheel)], limit, log)
 
 
-def run_steps(part: str, log, skip: frozenset = frozenset()) -> dict:
-    res = {}
+def run_steps(part: str, log, skip: frozenset = frozenset(), earlier: dict | None = None) -> dict:
+    """Each step's result; a step in ``skip`` keeps its result in ``earlier`` (an earlier call's record of this
+    part), if that one ran it."""
+    res, earlier = {}, earlier or {}
     for name, limit, cmd in steps_of(part):
         if name in skip:
-            res[name] = {"rc": "skipped", "tail": "--skip"}
+            before = earlier.get("steps", {}).get(name, {})
+            res[name] = ({**before, "from_call_started": earlier.get("started")}
+                         if before.get("rc", "skipped") != "skipped" else {"rc": "skipped", "tail": "--skip"})
             continue
         res[name] = globals()[cmd](log, limit) if isinstance(cmd, str) else run_step(name, argv_of(cmd), limit, log)
     return res
@@ -381,15 +385,12 @@ def random_qwen3(out: Path) -> int:
 def run_part(part: str, out: Path, skip: frozenset = frozenset()) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with (out / f"{part}.log").open("a") as log:
-        res = run_steps(part, log, skip)
     try:  # a step skipped now keeps what an earlier call of this part into OUT measured
-        before = json.loads((out / f"{part}.json").read_text())
-        for name, step in before.get("steps", {}).items():
-            if res.get(name, {}).get("rc") == "skipped" and step.get("rc") != "skipped":
-                res[name] = {**step, "from_call_started": before.get("started")}
-    except (OSError, ValueError, AttributeError):
-        pass
+        earlier = json.loads((out / f"{part}.json").read_text()) if skip else {}
+    except (OSError, ValueError):
+        earlier = {}
+    with (out / f"{part}.log").open("a") as log:
+        res = run_steps(part, log, skip, earlier if isinstance(earlier, dict) else {})
     record = {"part": part, "host": platform.node(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                        text=True).stdout.strip() or None,

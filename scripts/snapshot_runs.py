@@ -48,20 +48,29 @@ def warmstart_dir(run: Path) -> Path | str | None:
     return model.parent if model.name == "model" else model
 
 
-def copy_warmstart(ws: Path, dst: Path) -> str | None:
-    """``ws``'s small files into ``dst/<its name>/`` once; its name, or None when already there or missing."""
-    target = dst / ws.name
-    if target.exists() or not (ws / "summary.json").is_file():
-        return None
-    dst.mkdir(parents=True, exist_ok=True)
-    tmp = dst / f".{ws.name}.tmp"
+def staged(target: Path, fill, *args) -> None:
+    """``target`` made whole or not at all: ``fill(*args, tmp)`` writes a hidden sibling, renamed into place."""
+    tmp = target.parent / f".{target.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    for name in WARMSTART_FILES:
-        if (ws / name).is_file():
-            shutil.copy2(ws / name, tmp / name)
+    tmp.mkdir(parents=True)
+    fill(*args, tmp)
     tmp.rename(target)
-    return ws.name
+
+
+def copy_files(src: Path, names, tmp: Path) -> None:
+    for name in names:
+        if (src / name).is_file():
+            shutil.copy2(src / name, tmp / name)
+
+
+def copy_run(run: Path, tmp: Path) -> None:
+    """A run's small files; its validation records gzip-compressed."""
+    copy_files(run, FILES, tmp)
+    if (run / "validation").is_dir():
+        (tmp / "validation").mkdir()
+        for f in sorted((run / "validation").glob("*.json")):
+            data = json.dumps(json.loads(f.read_text()), separators=(",", ":"), sort_keys=True).encode()
+            (tmp / "validation" / f"{f.name}.gz").write_bytes(gzip.compress(data, mtime=0))
 
 
 def finished(run: Path) -> bool:
@@ -75,34 +84,23 @@ def snapshot(src: Path, dst: Path, warmstarts: Path | None = None) -> dict[str, 
     out: dict[str, list[str]] = {"copied": [], "kept": [], "unfinished": [], "warmstarts": [], "warmstarts_missing": []}
     dst.mkdir(parents=True, exist_ok=True)
     for run in sorted(p for p in src.iterdir() if (p / "recipe.yaml").is_file()):
-        if warmstarts is not None and finished(run):
-            ws = warmstart_dir(run)
-            if isinstance(ws, str):
-                out["warmstarts_missing"].append(ws)
-            elif ws is not None and not (ws / "summary.json").is_file() and not (warmstarts / ws.name).exists():
-                out["warmstarts_missing"].append(ws.name)
-            elif ws is not None and copy_warmstart(ws, warmstarts):
+        done = finished(run)
+        ws = warmstart_dir(run) if warmstarts is not None and done else None
+        if isinstance(ws, str):
+            out["warmstarts_missing"].append(ws)
+        elif ws is not None and not (warmstarts / ws.name).exists():
+            if (ws / "summary.json").is_file():
+                staged(warmstarts / ws.name, copy_files, ws, WARMSTART_FILES)
                 out["warmstarts"].append(ws.name)
-        target = dst / run.name
-        if target.exists():
+            else:
+                out["warmstarts_missing"].append(ws.name)
+        if (dst / run.name).exists():
             out["kept"].append(run.name)
-            continue
-        if not finished(run):
+        elif not done:
             out["unfinished"].append(run.name)
-            continue
-        tmp = dst / f".{run.name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        for name in FILES:
-            if (run / name).is_file():
-                shutil.copy2(run / name, tmp / name)
-        if (run / "validation").is_dir():
-            (tmp / "validation").mkdir()
-            for f in sorted((run / "validation").glob("*.json")):
-                data = json.dumps(json.loads(f.read_text()), separators=(",", ":"), sort_keys=True).encode()
-                (tmp / "validation" / f"{f.name}.gz").write_bytes(gzip.compress(data, mtime=0))
-        tmp.rename(target)
-        out["copied"].append(run.name)
+        else:
+            staged(dst / run.name, copy_run, run)
+            out["copied"].append(run.name)
     if (src / "runs.csv").is_file():
         shutil.copy2(src / "runs.csv", dst / "runs.csv")
     return out

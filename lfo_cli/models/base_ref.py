@@ -47,8 +47,8 @@ def resolve_ref(ref: dict, recorded: str | None = None) -> str:
         path = cache.lfo_home() / ref["lfo_home"]
         if path.exists():
             return str(path)
-        sets = "".join(f" --set {o}" for o in ref.get("warmstart_set") or [])
-        how = f"`lfo models build {ref['warmstart']}{sets}` builds it" if ref.get("warmstart") else "it is not there"
+        how = (f"`{cache.build_command(ref['warmstart'], overrides=ref.get('warmstart_set'))}` builds it"
+               if ref.get("warmstart") else "it is not there")
         raise LfoError(f"the run's base model $LFO_HOME/{ref['lfo_home']} is not on this machine "
                        f"({cache.lfo_home()}): {how}")
     if "name" in ref:

@@ -32,6 +32,14 @@ def models_dir() -> Path:
     return lfo_home() / "models"
 
 
+def build_command(name: str, *, data_dir: str | Path | None = None, overrides: list[str] | None = None,
+                  force: bool = False) -> str:
+    """The `lfo models build` line that (re)builds an entry: a warm start's `--set` overrides (a per-seed draw's
+    `seed=N`) included, or the line would build another entry."""
+    return (f"lfo models build {name}" + (f" --data-dir {data_dir}" if data_dir is not None else "")
+            + "".join(f" --set {o}" for o in overrides or []) + (" --force" if force else ""))
+
+
 def is_complete(path: Path) -> bool:
     """A cache entry counts only when its marker exists (written last, inside the atomic rename)."""
     return (Path(path) / MARKER).is_file()

@@ -295,10 +295,8 @@ def ensure_warmstart(
         check_entry(path, name, recipe, overrides)
         return path / "model"
     if not build and not cache.is_complete(path):
-        sets = "".join(f" --set {o}" for o in overrides or [])  # a per-seed draw: the run's seed
-        data = f" --data-dir {data_dir}" if data_dir is not None else ""
         raise LfoError(f"warm start '{name}' is not built yet ({path}); build it once in a plain process first: "
-                       f"lfo models build {recipe or '<warm-start recipe>'}{data}{sets}")
+                       + cache.build_command(recipe or "<warm-start recipe>", data_dir=data_dir, overrides=overrides))
     cache.build_once(path, lambda tmp, resumed: {**run_warmstart(cfg, tmp, resume=resumed), "recipe": name,
                                                  "key": path.name}, force=force, resumable=True)
     return path / "model"

@@ -110,8 +110,7 @@ def check_entry(path: Path, name: str, recipe: str | None = None, overrides: lis
     """The marker of a usable cached warm start, else an LfoError (one line) saying how to rebuild it
     (``recipe``: the name or path the user gave, ``overrides``: its ``--set`` values, for the command)."""
     state, info = entry_state(path)
-    sets = "".join(f" --set {o}" for o in overrides or [])
-    rebuild = f"rebuild it with `lfo models build {recipe or name}{sets} --force`"
+    rebuild = f"rebuild it with `{cache.build_command(recipe or name, overrides=overrides, force=True)}`"
     if state == "budget-stopped":
         steps = info.get(rr.TRAIN_STEPS)
         raise LfoError(f"warm start '{name}' at {path} stopped at its time budget after {steps} SFT steps: not the "
