@@ -10,15 +10,16 @@ So the work is prepared here, carried in two parts, and run as one short command
     scripts/gpu_checklist.sh env OUT                  # there, part 1 (carry .gpu/wheels .gpu/manifest.json .gpu/model-1)
     scripts/gpu_checklist.sh carry2 OUT               # only if the model needs 3+ pieces (the dry run lists them)
     scripts/gpu_checklist.sh smollm2 OUT              # there (carry the last .gpu/model-K), within ~30 s of the last
+    scripts/gpu_checklist.sh overhead OUT             # there (nothing to carry while the machine is warm)
     scripts/gpu_checklist.sh scale OUT                # there (nothing to carry while the machine is warm)
 
 Parts:
   env      versions, GPU, bf16; installs the carried wheels (``pip --no-deps --target``: the GPU image has its
            own torch) and checks that lfo imports.
-  smollm2  the SmolLM2 warm start (40 SFT steps, cached in the call), then the world-model overhead per GRPO
-           step on the same rollout batches, conditions interleaved (``benchmarks/wm_overhead.py``: baseline
-           DAPO vs separate, stacked, shared, ratio with its CI; a 4 x 4 step's time is its generation
-           seconds + the baseline's).
+  smollm2  the SmolLM2 model and its warm start (40 SFT steps, cached on the machine for the next part).
+  overhead the world-model overhead per GRPO step on the same rollout batches, conditions interleaved
+           (``benchmarks/wm_overhead.py``: baseline DAPO vs separate, stacked, shared, ratio with its CI over
+           batches; a 4 x 4 step's time is its generation seconds + the baseline's).
   scale    one DeepSpeed ZeRO-2 step (``recipes/accelerate/zero2.yaml``), and the step time of a randomly
            initialised Qwen3-architecture model of ~0.5B parameters (no download: Qwen3-0.6B's layers with
            SmolLM2's vocabulary), with memory high-water marks.
@@ -98,11 +99,15 @@ STEPS = {
         ("model", 45, "install_model"),
         ("warmstart", 150, ["{py}", "-m", "lfo_cli", "train", "--recipe", "warmstart_smollm2",
                             "--out", "{work}/runs/warmstart_smollm2"]),
+    ],
+    "overhead": [
+        ("model", 45, "install_model"),  # the pieces are already stashed on the warm machine: ~2 s
         # baseline DAPO vs each coupling on the same rollout batches, conditions interleaved every round
-        # a 4 x 4 batch took 35-55 s to generate on an H200 (2026-11-26): 3 batches fit with the warm-up, and
-        # the benchmark prints its result so far after each batch, so a stop at the limit keeps what was measured
-        ("wm_overhead", 240, ["{py}", "benchmarks/wm_overhead.py", "--recipe", "dual_lora", "--prompts", "4",
-                              "--generations", "4", "--batches", "3", "--repeats", "3",
+        # a 4 x 4 batch takes 65-110 s with its 12 timed rounds (H100 2026-11-27: 40-86 s to generate) after
+        # ~80 s of loading and a warm-up batch: 240 s held one batch, 520 s four. The benchmark prints its result
+        # so far after each batch, so a stop at the limit keeps what was measured (an interval over batches)
+        ("wm_overhead", 480, ["{py}", "benchmarks/wm_overhead.py", "--recipe", "dual_lora", "--prompts", "4",
+                              "--generations", "4", "--batches", "6", "--repeats", "3",
                               "--conditions", "baseline,separate,stacked,shared", "--json"]),
         # no separate step_time step: a 4 x 4 step is wm_overhead's generation + baseline seconds, and a
         # step_time run of its own never finished within its limit after wm_overhead (H200 2026-11-26, H100
@@ -136,12 +141,13 @@ def piece(i: int, root: Path = STAGE) -> Path:
 
 def parts() -> dict[str, list[str]]:
     """Each device command in order, with what it carries: the wheels and the model's first piece, then one
-    command per further piece (the last one rides with `smollm2`), then `scale`."""
+    command per further piece (the last one rides with `smollm2`), then `overhead` and `scale`."""
     k = pieces()
     out = {"env": [".gpu/wheels", ".gpu/manifest.json", ".gpu/model-1"]}
     for i in range(2, k):
         out[f"carry{i}"] = [f".gpu/model-{i}"]
     out["smollm2"] = [f".gpu/model-{k}"] if k > 1 else []
+    out["overhead"] = []
     out["scale"] = []
     return out
 
