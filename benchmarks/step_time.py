@@ -73,7 +73,7 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     recipe, warm = RECIPES[name]
     cfg = load_recipe(recipe, [f"data.dir={a.data_dir}", f"model.name={name}", "model.warmstart=null"]).config
     if name in a.base:
-        base, warm_started = a.base[name], True
+        base, warm_started = a.base[name], None  # a given checkpoint: warm-started or not, the benchmark can't tell
     else:
         base, warm_started = _base_model(name, warm, a.warmstart, a.data_dir)
     model, tok = load_model(base, dtype="float32")
@@ -166,7 +166,8 @@ def main() -> None:
     p.add_argument("--warmstart", choices=["auto", "build", "never"], default="auto",
                    help="auto: use a cached warm start if present; build: train it if missing; never: base model")
     p.add_argument("--base", action="append", default=[], metavar="MODEL=PATH",
-                   help="use this checkpoint for MODEL (e.g. micro=runs/ws_micro/model, a warm-start run)")
+                   help="use this checkpoint for MODEL (e.g. micro=runs/ws_micro/model, a warm-start run); "
+                        "the result's warm_started is then null")
     p.add_argument("--max-completion-length", type=int, default=None, help="override the recipe's (all turns)")
     p.add_argument("--repeats", type=int, default=2,
                    help="timed loss passes after one full warm-up pass; 0: one timed pass after a one-sequence warm-up "

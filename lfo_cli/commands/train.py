@@ -14,7 +14,10 @@ from lfo_cli.ablate.runner import is_complete  # the one definition of a finishe
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
-from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
+from lfo_cli.models import (
+    cache,
+    warmstart_config,  # noqa: F401 - registers the recipe kind warmstart
+)
 from lfo_cli.models.warmstart_cache import warmstart_status
 from lfo_cli.worlds import DEFAULT_KIND, world_class
 
@@ -214,15 +217,18 @@ def _warmstart_note(rec) -> None:
     ws = (rec.resolved.get("model") or {}).get("warmstart") if rec.kind == "grpo" else None
     if not ws:
         return
-    st = warmstart_status(ws, data_dir=(rec.resolved.get("data") or {}).get("dir"), overrides=rec.config.warmstart_overrides())
+    data_dir, overrides = (rec.resolved.get("data") or {}).get("dir"), rec.config.warmstart_overrides()
+    st = warmstart_status(ws, data_dir=data_dir, overrides=overrides)
     _check_world(ws, st, rec.config.env.kind)
     if st["cached"]:
         took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""
         typer.echo(f"warm start '{ws}': cached at {st['path']}{took}", err=True)
     elif st["state"] != "not built":
         typer.echo(f"warm start '{ws}': the cached entry at {st['path']} is {st['state']} and will be refused; "
-                   f"rebuild it with `lfo models build {ws} --force`", err=True)
+                   f"rebuild it with `{cache.build_command(ws, data_dir=data_dir, overrides=overrides, force=True)}`",
+                   err=True)
     else:
         bound = f"; its time guard fails the build after {st['max_minutes']:g} min" if st["max_minutes"] else ""
         typer.echo(f"warm start '{ws}': not built yet, so the first run builds it before training "
-                   f"(`lfo train --recipe {ws}` builds it alone{bound})", err=True)
+                   f"(`{cache.build_command(ws, data_dir=data_dir, overrides=overrides)}` builds it alone{bound})",
+                   err=True)

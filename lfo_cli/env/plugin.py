@@ -103,6 +103,8 @@ class CustomerServiceWorld(World):
     heldout_split = "transfer"
     heldout_label = "held-out companies"
     heldout_what = "companies training never drew from"
+    study_grid = "observation_cpu"
+    easier_regime = "field credit, lower difficulty, a longer warm start"
     heldout_note = (" At difficulty 2 the policy cannot know a held-out company's exception: only probing (a call "
                     "before the one form) solves it.")
 

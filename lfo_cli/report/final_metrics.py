@@ -49,7 +49,7 @@ def final_metric_section(rep: Report, conds, by_cond, keys, stem, title, pd, plt
     rep.md.append(f"![{stem}]({stem}.png)\n\n{md_table(wide)}\n\nMean over seeds [95% bootstrap CI]; data `{stem}.csv`.")
 
 
-def _world_of(runs) -> type[World]:
+def world_of(runs) -> type[World]:
     """The runs' world (`env.kind`); the interface's defaults when the runs come from several worlds or the
     world's package is not installed."""
     kinds = {r.config.get("env.kind", LATER_DEFAULTS["env.kind"]) for r in runs}
@@ -63,17 +63,17 @@ def _world_of(runs) -> type[World]:
 
 def heldout_words(runs) -> tuple[str, str, str]:
     """(label, what, note) for the runs' held-out split, from their world."""
-    w = _world_of(runs)
+    w = world_of(runs)
     return w.heldout_label, w.heldout_what, w.heldout_note
 
 
 def has_difficulty_levels(runs) -> bool:
     """False for a world whose tasks have one level: a per-difficulty table would repeat the overall success."""
-    return _world_of(runs).difficulty_levels
+    return world_of(runs).difficulty_levels
 
 
 def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
-    world = _world_of([s.run for c in conds for s in by_cond[c]])
+    world = world_of([s.run for c in conds for s in by_cond[c]])
     label, what, note, levels = world.heldout_label, world.heldout_what, world.heldout_note, world.difficulty_levels
     rep.md.append(f"### Transfer to {label}\n")
     rows = []

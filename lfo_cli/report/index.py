@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lfo_cli import run_record as rr
 from lfo_cli.report.document import Report
-from lfo_cli.report.final_metrics import heldout_words
+from lfo_cli.report.final_metrics import heldout_words, world_of
 from lfo_cli.report.format import est, interval_side, num
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import Run
@@ -25,6 +25,12 @@ def learning_signal(r: Run) -> tuple[int, int, int]:
 
 def _seed_key(r: Run):
     return (r.seed is None, r.seed if isinstance(r.seed, int) else -1, r.name)
+
+
+def _grid_command(train: list[Run], *extra: str) -> str:
+    """The command that runs the runs' world's study grid (`lfo ablate --list` where the world names none)."""
+    grid = world_of(train).study_grid
+    return f"`{' '.join(('lfo ablate --grid', grid, *extra))}`" if grid else "a grid of `lfo ablate --list`"
 
 
 def signal_lines(train: list[Run]) -> list[str]:
@@ -55,7 +61,7 @@ def signal_lines(train: list[Run]) -> list[str]:
     if train and max(len(v) for v in per_condition.values()) < 2:
         lines.append("One seed per condition: these runs show that the pipeline trains, evaluates and reports end to "
                      "end; they cannot say whether any condition learns better than another (that takes several seeds "
-                     "per condition, e.g. `lfo ablate --grid observation_cpu`).")
+                     f"per condition, e.g. {_grid_command(train)}).")
     return lines
 
 
@@ -80,8 +86,8 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
     if total and varied < total / 2:
         shows.append("the runs had a learning signal in fewer than half their steps (most groups' rollouts got "
                      "the same reward), so the policy barely trained")
-        nxt.append("an easier regime for this warm start (field credit, lower difficulty, a longer warm start) "
-                   "before comparing conditions")
+        nxt.append(f"an easier regime for this warm start ({world_of(train).easier_regime}) before comparing "
+                   "conditions")
     elif total and starved:
         shows.append("GRPO had reward variance in most steps, except in runs of " + ", ".join(starved) +
                      ", where most steps had none: there the policy stopped getting a gradient (see the reward panel "
@@ -91,7 +97,7 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
     if max(len(v) for v in seeds.values()) < 2:
         shows.append("with one seed per condition, that the pipeline runs end to end, not whether a condition "
                      "is better")
-        nxt.append("several seeds per condition, paired (`lfo ablate --grid observation_cpu --parallel 2`)")
+        nxt.append(f"several seeds per condition, paired ({_grid_command(train, '--parallel 2')})")
     study = rep.summary.get("study") or {}
     rows = [c for c in study.get("comparisons", []) if c.get("pairs", 0) >= 2]
     if rows:
@@ -110,7 +116,9 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
         if none:
             nxt.append("more seed pairs if the smallest detectable difference is larger than the effect that matters")
     if not rep.summary.get("transfer"):
-        nxt.append(f"`lfo transfer-eval RUN --split transfer` on the finished runs ({heldout_words(train)[0]})")
+        split = getattr(world_of(train), "heldout_split", "SPLIT")  # runs of several worlds: the interface's own
+        nxt.append(f"`lfo transfer-eval RUN --split {split}` on the finished runs "
+                   f"({heldout_words(train)[0]})")
     out = []
     if shows:
         out.append("What this shows: " + "; ".join(shows) + ".")

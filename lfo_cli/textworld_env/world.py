@@ -166,6 +166,8 @@ class TextWorldWorld(World):
     heldout_label = "held-out games"
     heldout_what = "games of unseen seeds; cooking games with foods and preparations training never saw"
     difficulty_levels = False  # one level: the report's per-difficulty tables would repeat the overall success
+    study_grid = "textworld_cpu"
+    easier_regime = "fewer rooms or recipe steps (`lfo gen-env --world textworld --go/--recipe`), a longer warm start"
     episode_fields = ("score_share", "lost", "steps", "invalid_tool_calls")
     teacher_policies = ("gold", "random")
     tokenizer_tokens = (OBS_OPEN, OBS_CLOSE, ACT_OPEN, ACT_CLOSE, REPLY_OPEN, REPLY_CLOSE)

@@ -131,6 +131,11 @@ class World(abc.ABC):
     # False where every task has one level (TextWorld's games): `lfo report` then shows no per-difficulty
     # breakdown, which would only repeat the overall success.
     difficulty_levels: ClassVar[bool] = True
+    # What `lfo report` suggests running next: the grid (recipes/grids/) that trains this world's conditions over
+    # several seeds, paired (None: no such grid), and what makes the world easier when the policy got no reward
+    # variance to learn from.
+    study_grid: ClassVar[str | None] = None
+    easier_regime: ClassVar[str] = "easier tasks or a longer warm start"
 
     @abc.abstractmethod
     def tasks(self, split: str) -> list:

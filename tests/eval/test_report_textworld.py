@@ -1,5 +1,6 @@
 """`lfo report` on a TextWorld run: a world whose games have one level gets no per-difficulty tables (they would
-only repeat the overall success), while a customer-service run keeps them."""
+only repeat the overall success), while a customer-service run keeps them; what to run next names each world's
+own study grid."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def test_a_textworld_report_has_no_per_difficulty_tables(tmp_path):
     assert "| condition | transfer |" in text and "transfer/d1" not in text and "`transfer/dK`" not in text
     assert "Success by difficulty" not in text
     assert not (tmp_path / "report" / "success_by_difficulty.csv").exists()
+    # what to run next names this world's grid, never the customer-service world's
+    assert "`lfo ablate --grid textworld_cpu --parallel 2`" in text and "observation_cpu" not in text
 
 
 def test_the_same_run_as_a_customer_service_run_keeps_them(tmp_path):
@@ -43,3 +46,4 @@ def test_the_same_run_as_a_customer_service_run_keeps_them(tmp_path):
     text = _index(runs, tmp_path / "report")
     assert "| condition | transfer | transfer/d1 |" in text
     assert "Success by difficulty (final evaluation)" in text
+    assert "`lfo ablate --grid observation_cpu --parallel 2`" in text and "textworld_cpu" not in text

@@ -386,7 +386,8 @@ def test_dry_run_says_whether_the_warm_start_is_built_and_what_it_took(tmp_path,
     assert f"cached at {path}, built in 40.8 min" in built.stderr
     (path / "lfo_cache.json").write_text(json.dumps({"key": path.name, "train/steps": 331, "train/planned_steps": 900}))
     cut = CliRunner().invoke(app, args)
-    assert "is budget-stopped and will be refused" in cut.stderr and "lfo models build warmstart_micro_long --force" in cut.stderr
+    assert "is budget-stopped and will be refused" in cut.stderr
+    assert "`lfo models build warmstart_micro_long --data-dir data --force`" in cut.stderr
     assert json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)["kind"] == "grpo"
 
 
@@ -415,7 +416,9 @@ def test_a_warm_start_drawn_per_seed_is_its_own_cache_entry(tmp_path, monkeypatc
     (path / "lfo_cache.json").write_text(json.dumps({"total_seconds": 60.0, "key": path.name}))
     args = ["train", "--recipe", "dual_lora_micro", "--dry-run", "--set", "model.warmstart_per_seed=true"]
     assert f"cached at {path}, built in 1.0 min" in CliRunner().invoke(app, [*args, "--seed", "3"]).stderr
-    assert "not built yet" in CliRunner().invoke(app, [*args, "--seed", "4"]).stderr
+    fresh = CliRunner().invoke(app, [*args, "--seed", "4"]).stderr
+    # the line that builds it names the run's draw (its seed), or it would build another entry
+    assert "not built yet" in fresh and "`lfo models build warmstart_micro_long --data-dir data --set seed=4`" in fresh
     assert "not built yet" in CliRunner().invoke(app, args[:4] + ["--seed", "3"]).stderr  # the recipe's own seed
 
 
