@@ -92,6 +92,10 @@ def files_to_check() -> list[Path]:
                                "recipes/accelerate/zero2.yaml", "lfo_cli/cli.py")]
 
 
+# Every part that runs SmolLM2 installs it first: from the carried pieces, or (~2 s) from the pieces an earlier
+# part stashed on the warm machine.
+MODEL_STEP = ("model", 45, "install_model")
+
 # Each part's steps in order: (name, seconds allowed, command). A command is an argv with {py} (this Python),
 # {work} and {site} filled in, or the name of a function below (steps that are Python, not a command).
 STEPS = {
@@ -100,12 +104,12 @@ STEPS = {
         ("versions", 60, ["{py}", "-c", "VERSIONS"]),
     ],
     "smollm2": [
-        ("model", 45, "install_model"),
+        MODEL_STEP,
         ("warmstart", 150, ["{py}", "-m", "lfo_cli", "train", "--recipe", "warmstart_smollm2",
                             "--out", "{work}/runs/warmstart_smollm2"]),
     ],
     "rl": [
-        ("model", 45, "install_model"),  # the pieces are already stashed on the warm machine: ~2 s
+        MODEL_STEP,
         # 8 x 8 rollouts took ~38 s a step on an H100 (2026-11-24): 8 steps and start-up fit in 420 s; a run
         # stopped at the limit still leaves its finished steps for `rl_curve`
         ("rl_run", 420, ["{py}", "-m", "lfo_cli", "train", "--recipe", "dual_lora", "--set", "trainer.max_steps=8",
@@ -113,7 +117,7 @@ STEPS = {
         ("rl_curve", 15, "rl_curve"),
     ],
     "overhead": [
-        ("model", 45, "install_model"),  # the pieces are already stashed on the warm machine: ~2 s
+        MODEL_STEP,
         # baseline DAPO vs each coupling on the same rollout batches, conditions interleaved every round
         # a 4 x 4 batch takes 65-110 s with its 12 timed rounds (H100 2026-11-27: 40-86 s to generate) after
         # ~80 s of loading and a warm-up batch: 240 s held one batch, 520 s four. The benchmark prints its result
