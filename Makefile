@@ -39,8 +39,11 @@ demo: $(STAMP)
 	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/lfo train --recipe demo_micro --out runs/demo/dual_lora_micro
 	$(BIN)/lfo report runs/demo --out reports
 
+# Two pytest-xdist workers, one per core, each on one torch thread; a module's tests stay on one worker
+# (--dist loadscope) so its module-scoped fixtures (trained runs, games) are built once.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests -n $(TEST_WORKERS) --dist loadscope
 
 lint: $(STAMP)
 	$(BIN)/ruff check lfo_cli tests benchmarks scripts

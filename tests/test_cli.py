@@ -30,9 +30,12 @@ def test_help_is_fast_and_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "lfo_cli", "--help"], capture_output=True, check=True)
-    assert time.perf_counter() - t0 < 2.0
+    times = []
+    for _ in range(3):  # the best of three: a busy machine delays one start, not all three
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "lfo_cli", "--help"], capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    assert min(times) < 2.0, times
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)

@@ -33,7 +33,8 @@ CELL_SCRIPT = textwrap.dedent(
     with open(out.parent / "starts.txt", "a") as fh:
         fh.write(cell + "\\n")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "pid").write_text(str(os.getpid()))
+    (out / "pid.tmp").write_text(str(os.getpid()))
+    os.replace(out / "pid.tmp", out / "pid")  # atomic: the test reads it the moment it appears
     print("overrides:", sys.argv[4:], "threads:", os.environ.get("OMP_NUM_THREADS"), flush=True)
     time.sleep(float(os.environ.get("CELL_SLEEP", "0")))
     if os.environ.get("FAIL_SEED") == str(seed):
