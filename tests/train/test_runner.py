@@ -110,24 +110,30 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 
 def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, tmp_path):
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
     out = tmp_path / "run"
     subprocess.run(train_cmd(setup, out, 2), check=True, capture_output=True, env=env(), timeout=600)
     before = _tree(out)
-    lfo = [sys.executable, "-m", "lfo_cli", "train", "--resume", str(out)]
-    done = subprocess.run(lfo, capture_output=True, text=True, env=env(), timeout=600)
-    assert done.returncode == 0 and "is complete; nothing to resume" in done.stdout
+    # the calls that train nothing run in-process; the ones that train, in a fresh process
+    resume = ["train", "--resume", str(out)]
+    done = CliRunner().invoke(app, resume)
+    assert done.exit_code == 0 and "is complete; nothing to resume" in done.stdout
     assert _tree(out) == before  # not a byte changed, no step 3
-    refused = subprocess.run([*lfo, "--set", "trainer.max_steps=3"], capture_output=True, text=True, env=env(), timeout=600)
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--out NEW" in refused.stderr
+    refused = CliRunner().invoke(app, [*resume, "--set", "trainer.max_steps=3"])
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "--out NEW" in refused.stderr
     more = tmp_path / "more"
+    lfo = [sys.executable, "-m", "lfo_cli", *resume]
     done = subprocess.run([*lfo, "--out", str(more), "--set", "trainer.max_steps=3"], capture_output=True, text=True,
                           env=env(), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((more / "summary.json").read_text())["steps"] == 3 and steps_logged(more) == [1, 2, 3]
     assert json.loads((more / "run.json").read_text())["continued_from"] == str(out)
     assert _tree(out) == before
-    again = subprocess.run([*lfo, "--out", str(more)], capture_output=True, text=True, env=env(), timeout=600)
-    assert again.returncode == 2 and "already exists" in again.stderr
+    again = CliRunner().invoke(app, [*resume, "--out", str(more)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
 
 
 def test_kill_and_resume_continue_without_gap(setup, tmp_path):
