@@ -136,9 +136,25 @@ def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, 
     assert again.exit_code == 2 and "already exists" in again.stderr
 
 
-def test_kill_and_resume_continue_without_gap(setup, tmp_path):
+# One uninterrupted run, the reference both resume tests must reproduce: 5 steps, evaluated every 2, every
+# checkpoint kept.
+WHOLE = {"eval.every": "2", "eval.num_tasks": "2", "trainer.save_total_limit": "10"}
+
+
+def whole_cmd(setup: Path, out: Path) -> list[str]:
+    return train_cmd(setup, out, 5, **{k.replace(".", "__"): v for k, v in WHOLE.items()})
+
+
+@pytest.fixture(scope="module")
+def whole(setup, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("whole") / "run"
+    subprocess.run(whole_cmd(setup, out), check=True, capture_output=True, env=env(), timeout=600)
+    return out
+
+
+def test_kill_and_resume_continue_without_gap(setup, whole, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen(train_cmd(setup, out, 5), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
+    proc = subprocess.Popen(whole_cmd(setup, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
     deadline = time.time() + 500
     while not (out / "checkpoint-2" / "trainer_state.json").exists():
         assert proc.poll() is None, "training ended before it could be killed"
@@ -153,13 +169,14 @@ def test_kill_and_resume_continue_without_gap(setup, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["resumed_from"]
     assert steps_logged(out) == [1, 2, 3, 4, 5]
-    # the run's time counts each of its 5 steps once, the ones before the kill too; this invocation's only some
-    times = [json.loads(line).get("step_time") for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert summary["run_seconds"] == pytest.approx(sum(t for t in times if t), abs=0.2)
+    # the run's time counts each of its 5 steps and 4 evaluations (steps 0, 2, 4 and the last) once, the ones
+    # before the kill too; this invocation's only some
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    times = [r.get(k) for r in rows for k in ("step_time", "eval_seconds") if r.get(k)]
+    assert [r["step"] for r in rows if "eval_seconds" in r] == [0, 2, 4, 5]
+    assert summary["run_seconds"] == pytest.approx(sum(times), abs=0.2)
     assert summary["run_seconds"] > 0
     # exact resume: the same values as a run never interrupted (RNG, data order, environment seeds restored)
-    whole = tmp_path / "whole"
-    subprocess.run(train_cmd(setup, whole, 5), check=True, capture_output=True, env=env(), timeout=600)
     assert logged_values(out) == logged_values(whole)
 
 
@@ -176,17 +193,14 @@ def logged_values(run: Path) -> dict:
     return out
 
 
-def test_an_incomplete_checkpoint_is_never_loaded_and_the_resume_is_exact(setup, tmp_path):
+def test_an_incomplete_checkpoint_is_never_loaded_and_the_resume_is_exact(whole, tmp_path):
     """A kill while checkpoint-3 was being written leaves it without trainer_state.json (the Trainer writes
     that last): the resume starts from checkpoint-2, rewrites checkpoint-3, and logs what the whole run did."""
     import shutil
 
-    whole = tmp_path / "whole"
-    subprocess.run(train_cmd(setup, whole, 4, "--set", "eval.every=2", "--set", "eval.num_tasks=2",
-                             trainer__save_total_limit="10"), check=True, capture_output=True, env=env(), timeout=600)
     cut = tmp_path / "cut"
     shutil.copytree(whole, cut)
-    for p in ("checkpoint-4", "summary.json", "world_model", "adapter_model.safetensors", "README.md"):
+    for p in ("checkpoint-4", "checkpoint-5", "summary.json", "world_model", "adapter_model.safetensors", "README.md"):
         shutil.rmtree(cut / p) if (cut / p).is_dir() else (cut / p).unlink()
     (cut / "checkpoint-3" / "trainer_state.json").unlink()  # cut off while writing
     (cut / "checkpoint-3" / "optimizer.pt").write_bytes(b"truncated")
