@@ -99,17 +99,16 @@ def _lfo(*args: str, home: Path) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def _lfo_here(*args: str, home: Path, monkeypatch):
+def _lfo_here(*args: str, home: Path):
     """The same command in-process, for the calls that build nothing."""
     from typer.testing import CliRunner
 
     from lfo_cli.cli import app
 
-    monkeypatch.setenv("LFO_HOME", str(home))
-    return CliRunner().invoke(app, list(args))
+    return CliRunner(env={"LFO_HOME": str(home)}).invoke(app, list(args))
 
 
-def test_budget_stopped_and_foreign_entries_are_refused_and_rebuilt_on_request(tiny_recipe, tmp_path, monkeypatch):
+def test_budget_stopped_and_foreign_entries_are_refused_and_rebuilt_on_request(tiny_recipe, tmp_path):
     home = tmp_path / "home"
     built = _lfo("models", "build", str(tiny_recipe), home=home)
     assert built.returncode == 0, built.stderr[-2000:]
@@ -125,17 +124,16 @@ def test_budget_stopped_and_foreign_entries_are_refused_and_rebuilt_on_request(t
              "stopped at its time budget after 3 SFT steps"),
             ("foreign", {**good, "key": "micro-0123456789ab"}, "is foreign: its marker records key 'micro-0123456789ab'")):
         marker.write_text(json.dumps(info))
-        refused = _lfo_here("models", "build", str(tiny_recipe), home=home, monkeypatch=monkeypatch)
+        refused = _lfo_here("models", "build", str(tiny_recipe), home=home)
         assert refused.exit_code == 2 and refused.stdout == ""
         assert len(refused.stderr.strip().splitlines()) == 1 and refused.stderr.startswith("error: warm start")
         assert says in refused.stderr
         assert f"lfo models build {tiny_recipe} --force" in refused.stderr
-        listed = json.loads(_lfo_here("models", "list", "--json", home=home, monkeypatch=monkeypatch).stdout)
-        listed = listed["warmstarts"]
+        listed = json.loads(_lfo_here("models", "list", "--json", home=home).stdout)["warmstarts"]
         assert [r["state"] for r in listed] == [name]
     rebuilt = _lfo("models", "build", str(tiny_recipe), "--force", home=home)
     assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
     assert (entry / "model" / "model.safetensors").read_bytes() == original  # the recipe's model, again
-    (row,) = json.loads(_lfo_here("models", "list", "--json", home=home, monkeypatch=monkeypatch).stdout)["warmstarts"]
+    (row,) = json.loads(_lfo_here("models", "list", "--json", home=home).stdout)["warmstarts"]
     assert row["state"] == "complete" and row["steps"] == row["planned_steps"] == good["train/planned_steps"]
     assert row["recipe"] == tiny_recipe.stem

@@ -138,23 +138,19 @@ def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, 
 
 # One uninterrupted run, the reference both resume tests must reproduce: 5 steps, evaluated every 2, every
 # checkpoint kept.
-WHOLE = {"eval.every": "2", "eval.num_tasks": "2", "trainer.save_total_limit": "10"}
-
-
-def whole_cmd(setup: Path, out: Path) -> list[str]:
-    return train_cmd(setup, out, 5, **{k.replace(".", "__"): v for k, v in WHOLE.items()})
+WHOLE = {"eval__every": "2", "eval__num_tasks": "2", "trainer__save_total_limit": "10"}
 
 
 @pytest.fixture(scope="module")
 def whole(setup, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("whole") / "run"
-    subprocess.run(whole_cmd(setup, out), check=True, capture_output=True, env=env(), timeout=600)
+    subprocess.run(train_cmd(setup, out, 5, **WHOLE), check=True, capture_output=True, env=env(), timeout=600)
     return out
 
 
 def test_kill_and_resume_continue_without_gap(setup, whole, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen(whole_cmd(setup, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
+    proc = subprocess.Popen(train_cmd(setup, out, 5, **WHOLE), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
     deadline = time.time() + 500
     while not (out / "checkpoint-2" / "trainer_state.json").exists():
         assert proc.poll() is None, "training ended before it could be killed"
