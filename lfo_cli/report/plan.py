@@ -14,7 +14,7 @@ from lfo_cli.report.load import Run
 
 PLAN_FILE = "plan.yaml"
 _KEYS = {"title", "primary", "statistic", "secondary", "smallest_effect", "alpha", "mechanism", "reference",
-         "positive_control", "positive_control_effect", "arms", "by"}
+         "positive_control", "positive_control_effect", "arms", "by", "equivalence_margin"}
 # key -> its allowed values, the first the default
 CHOICES = {"statistic": ("final", "auc"),  # the primary outcome per run: its last evaluation, or its curve's AUC
            "positive_control_effect": ("higher", "lower")}
@@ -34,6 +34,9 @@ class Plan:
     by: str | None = None  # an episode field of the validation files: the primary outcome per its (first) value
     statistic: str = "final"  # final: the last evaluation; auc: mean over the run (area under the curve vs tasks seen)
     positive_control_effect: str = "higher"  # the direction the positive control was chosen to move the outcome
+    # An equivalence study: two arms are equivalent when the paired (1 - 2 alpha) t-interval of the primary
+    # statistic's difference lies inside +-equivalence_margin (TOST).
+    equivalence_margin: float | None = None
     path: Path | None = None
 
     def arm_of(self, run: Run) -> str | None:
@@ -91,6 +94,9 @@ def _parse(f: Path) -> Plan:
     sde = raw.get("smallest_effect")
     if sde is not None and (not isinstance(sde, (int, float)) or sde <= 0):
         raise LfoError(f"{f}: smallest_effect must be > 0, got {sde!r}")
+    margin = raw.get("equivalence_margin")
+    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin <= 0):
+        raise LfoError(f"{f}: equivalence_margin must be > 0 (in the primary outcome's units), got {margin!r}")
     choices = {key: raw.get(key, allowed[0]) for key, allowed in CHOICES.items()}
     for key, value in choices.items():
         if value not in CHOICES[key]:
@@ -102,4 +108,5 @@ def _parse(f: Path) -> Plan:
                 reference=str(raw["reference"]), secondary=raw.get("secondary"),
                 smallest_effect=None if sde is None else float(sde), alpha=float(alpha), mechanism=list(mech),
                 positive_control=raw.get("positive_control"),
-                by=None if raw.get("by") is None else str(raw["by"]), path=f, **choices)
+                by=None if raw.get("by") is None else str(raw["by"]),
+                equivalence_margin=None if margin is None else float(margin), path=f, **choices)
