@@ -13,3 +13,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The recipe kinds, as the commands register them (lfo_cli.recipes.KINDS): tests resolve recipes directly.
 import lfo_cli.models.warmstart_config  # noqa: E402, F401
 import lfo_cli.train.recipe_config  # noqa: E402, F401
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many tests ran against a real SLURM or Ray cluster (tests/cluster), and how many were skipped."""
+    ran, skipped = set(), set()
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            if "cluster" not in getattr(rep, "keywords", {}):
+                continue
+            (skipped if outcome == "skipped" else ran).add(rep.nodeid)
+    if ran or skipped:
+        terminalreporter.write_line(f"cluster tests (real SLURM and Ray on this machine): {len(ran)} ran, "
+                                    f"{len(skipped)} skipped")

@@ -43,7 +43,8 @@ def test_no_module_is_over_450_lines():
 
 
 # Third-party libraries that take seconds to import: `lfo --help` must not load them.
-HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "matplotlib", "pandas", "scipy", "vllm", "accelerate"}
+HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "matplotlib", "pandas", "scipy", "vllm", "accelerate",
+         "submitit", "ray"}  # the last two: optional extras (the slurm and ray launchers)
 MAX_FUNCTION_LEVEL_IMPORTS = 20
 
 

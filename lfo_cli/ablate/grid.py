@@ -14,6 +14,11 @@ A grid file (``recipes/grids/NAME.yaml``)::
       - {id: probe, wm.coef: 0.1, seeds: [0]}  # of the grid's) runs it at fewer seeds)
     command: [...]                   # optional: replaces `lfo train` (tests, custom runners)
     resume_command: [...]            # optional: used instead of `command` for a started cell
+    resources:                       # optional: what one cell asks of a cluster (`--launcher slurm|ray`)
+      cpus: 1                        #   CPUs per cell (the cell's torch threads there), default 1
+      gpus: 0                        #   GPUs per cell, default 0
+      mem_gb: 16                     #   memory per cell (SLURM), default: the partition's
+      time_min: 120                  #   SLURM time limit per cell; a cell past it is requeued and resumes
 
 Each (cell, seed) is one run: ``lfo train --recipe BASE --set k=v ... --seed S --out RUNS/CELL_ID``.
 Override order: grid ``set``, then the cell's values, then ``lfo ablate --set`` (last wins).
@@ -40,7 +45,8 @@ from lfo_cli.errors import LfoError
 from lfo_cli.recipes import read_yaml_mapping
 
 GRID_DIR = Path(__file__).resolve().parent.parent.parent / "recipes" / "grids"
-GRID_KEYS = {"description", "base", "seeds", "set", "axes", "cells", "command", "resume_command"}
+GRID_KEYS = {"description", "base", "seeds", "set", "axes", "cells", "command", "resume_command", "resources"}
+RESOURCE_KEYS = {"cpus": int, "gpus": int, "mem_gb": float, "time_min": int}
 _PLACEHOLDERS = ("{python}", "{base}", "{out}", "{seed}", "{cell}")
 
 
@@ -58,6 +64,16 @@ class Cell:
 
 
 @dataclass
+class Resources:
+    """What one cell asks of a cluster; the local launcher ignores it (it shares this machine's cores)."""
+
+    cpus: int = 1
+    gpus: int = 0
+    mem_gb: float | None = None
+    time_min: int | None = None
+
+
+@dataclass
 class Grid:
     name: str
     path: Path
@@ -71,6 +87,7 @@ class Grid:
     description: str = ""
     cli_set: list[str] = field(default_factory=list)  # `lfo ablate --set`, applied after the cell's values
     cell_seeds: dict[str, list[int]] = field(default_factory=dict)  # cells run at only some of the grid's seeds
+    resources: Resources = field(default_factory=Resources)
 
 
 def grid_path(name: str | Path) -> Path:
@@ -144,6 +161,28 @@ def _command(obj: Any, where: str) -> list[str] | None:
     if not isinstance(obj, list) or not obj or not all(isinstance(x, (str, int, float)) for x in obj):
         raise LfoError(f"{where}: expected a non-empty list of strings (argv)")
     return [str(x) for x in obj]
+
+
+def _resources(obj: Any, where: str) -> Resources:
+    if obj is None:
+        return Resources()
+    if not isinstance(obj, dict):
+        raise LfoError(f"{where}: expected a mapping, e.g. {{cpus: 1, gpus: 1, mem_gb: 32, time_min: 240}}")
+    unknown = sorted(set(map(str, obj)) - set(RESOURCE_KEYS))
+    if unknown:
+        raise LfoError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(RESOURCE_KEYS)})")
+    out = {}
+    for key, kind in RESOURCE_KEYS.items():
+        if key not in obj or obj[key] is None:
+            continue
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+            raise LfoError(f"{where}.{key}: expected a{'n integer' if kind is int else ' number'}, got {value!r}")
+        low = {"cpus": ">= 1", "time_min": ">= 1", "gpus": ">= 0", "mem_gb": "> 0"}[key]
+        if not (value > 0 if key == "mem_gb" else value >= int(low[-1])):
+            raise LfoError(f"{where}.{key}: must be {low}, got {value!r}")
+        out[key] = kind(value)
+    return Resources(**out)
 
 
 def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
@@ -225,6 +264,7 @@ def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
         command=_command(data.get("command"), f"{path}: command"),
         resume_command=_command(data.get("resume_command"), f"{path}: resume_command"),
         description=str(data.get("description") or ""), cli_set=list(extra_set or []), cell_seeds=restricted,
+        resources=_resources(data.get("resources"), f"{path}: resources"),
     )
 
 

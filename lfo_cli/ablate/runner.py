@@ -11,6 +11,8 @@ State lives in the runs dir, never only in memory:
 - each attempt's stdout/stderr is appended to ``logs/CELL_ID.log``;
 - ``.ablate.lock`` (an flock, released by the kernel when the process dies) stops two `lfo ablate`
   from driving the same runs dir;
+- ``cells/CELL_ID.json`` holds each cell's state for `lfo ablate --status`, as every launcher writes it
+  (:mod:`lfo_cli.ablate.state`);
 - children get SIGTERM when `lfo ablate` dies (Linux ``PR_SET_PDEATHSIG``), so killing the driver
   leaves no orphan training that a re-run would race with.
 """
@@ -31,27 +33,10 @@ import yaml
 
 from lfo_cli import run_record as rr
 from lfo_cli.ablate.grid import Cell, Grid, cell_argv, format_value
+from lfo_cli.ablate.state import Lock, is_complete, is_started, last_line, log_path, write_marker  # noqa: F401 - Lock re-exported
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_text
 from lfo_cli.progress import ProgressLog
-
-
-def is_complete(run_dir: Path) -> bool:
-    if (run_dir / rr.COMPLETE_MARKER).exists():
-        return True
-    summary = run_dir / rr.SUMMARY_FILE
-    if not summary.is_file():
-        return False
-    try:
-        import json
-
-        return json.loads(summary.read_text(encoding="utf-8")).get(rr.STATUS) == rr.STATUS_COMPLETE
-    except (ValueError, OSError, AttributeError):
-        return False
-
-
-def is_started(run_dir: Path) -> bool:
-    return (run_dir / rr.RECIPE_FILE).is_file()
 
 
 def check_existing(cells: list[Cell]) -> None:
@@ -92,7 +77,7 @@ class Record:
 
     @property
     def log(self) -> Path:
-        return self.cell.run_dir.parent / "logs" / f"{self.cell.cell_id}.log"
+        return log_path(self.cell.run_dir.parent, self.cell.cell_id)
 
 
 def _previous(runs_csv: Path) -> dict[str, dict]:
@@ -128,27 +113,6 @@ def write_runs_csv(path: Path, grid: Grid, records: list[Record]) -> None:
                     c.seed, r.status, "" if r.exit_code is None else r.exit_code,
                     "" if r.duration_s is None else f"{r.duration_s:.1f}", str(c.run_dir), str(r.log), r.note])
     atomic_write_text(path, buf.getvalue())
-
-
-class Lock:
-    def __init__(self, path: Path):
-        self.path = path
-        self.fh = None
-
-    def __enter__(self):
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = self.path.open("a+")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.fh.close()
-            raise LfoError(f"another `lfo ablate` is running on {self.path.parent} (lock {self.path.name})") from None
-        return self
-
-    def __exit__(self, *exc):
-        self.fh.close()  # closing releases the flock
 
 
 def child_env(parallel: int) -> dict[str, str]:
@@ -207,6 +171,8 @@ def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, s
                     proc = subprocess.Popen(argv, stdout=logfh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             env=child_env(parallel), preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
                     rec.status, rec.note = "running", ("resumed" if resume else "")
+                    write_marker(runs_dir, rec.cell.cell_id, launcher="local", state="running", job_id=str(proc.pid),
+                                 pid=proc.pid, exit_code=None, last_line="")
                     running[rec.cell.cell_id] = (rec, proc, time.monotonic(), logfh)
                     write_runs_csv(runs_csv, grid, records)
                     bar.update(done, note=f"failed {failed} · running: {', '.join(running) or '-'}")
@@ -225,6 +191,8 @@ def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, s
                         failed += 1
                         rec.note = (f"exit code {code}; see {rec.log}" if code != 0 else
                                     f"exit code 0 but no summary.json with status complete; see {rec.log}")
+                    write_marker(runs_dir, cid, state="done" if rec.status == "complete" else "failed", exit_code=code,
+                                 last_line="" if rec.status == "complete" else last_line(rec.log))
                     write_runs_csv(runs_csv, grid, records)
                     done += 1
                     bar.update(done, note=f"failed {failed} · running: {', '.join(running) or '-'}")

@@ -1,0 +1,76 @@
+"""Helpers of the launcher tests (imported by path: the suite runs with --import-mode=importlib)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+TIMING = {"step_time", "eval_seconds", "train_runtime", "train_samples_per_second", "train_steps_per_second",
+          "total_flos"}
+
+
+def free_port(span: int = 1) -> int:
+    """A port P with P .. P+span-1 free on 127.0.0.1 (checked by binding each)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + span > 65000:
+            continue
+        try:
+            for p in range(port, port + span):
+                with socket.socket() as t:
+                    t.bind(("127.0.0.1", p))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port span on 127.0.0.1")
+
+
+def write_grid(root: Path, name: str, steps: int = 3, seeds=(0, 1), cells=None) -> Path:
+    """A grid of real `lfo train` cells on the tiny model: checkpoints every step, no evaluation."""
+    data = {
+        "base": "dual_lora_micro", "seeds": list(seeds),
+        "set": {"model.name": str(root / "model"), "model.warmstart": None, "data.dir": str(root / "data"),
+                "eval.every": 0, "lora.r": 4, "lora.alpha": 8, "trainer.max_steps": steps, "trainer.save_steps": 1,
+                "trainer.max_completion_length": 24, "trainer.per_device_train_batch_size": 4,
+                "trainer.num_generations": 2, "trainer.logging_steps": 1},
+        "cells": cells or [{"id": "base", "wm.coef": 0.5}],
+    }
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def logged_values(run: Path) -> dict:
+    """Every value a run's metrics.jsonl logged, by step, except wall-clock timings."""
+    out: dict = {}
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        out.setdefault(row.get("step"), {}).update({k: v for k, v in row.items() if k not in TIMING})
+    return out
+
+
+def lfo(*args: str, env: dict | None = None, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "lfo_cli", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1", **(env or {})})
+    if check and done.returncode != 0:
+        raise AssertionError(f"lfo {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done
+
+
+def wait_for(pred, timeout: float = 300, every: float = 0.5, what: str = "condition"):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        value = pred()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
