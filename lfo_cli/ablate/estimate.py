@@ -61,6 +61,23 @@ def estimate(cells: list[Cell], statuses: dict[str, str], durations: dict[str, f
     return out
 
 
+def from_step_time(cells: list[Cell], statuses: dict[str, str], step_s: float) -> list[CellEstimate]:
+    """Per cell: its training steps left x a step time measured elsewhere (the grid's ``estimate``); the cells'
+    evaluations are not in it."""
+    out = []
+    for c in cells:
+        status = statuses.get(c.cell_id, "pending")
+        if status == "complete":
+            out.append(CellEstimate(c.cell_id, status, 0.0, "done"))
+            continue
+        steps = (c.resolved.get("trainer") or {}).get("max_steps")
+        minutes = None if not isinstance(steps, int) else steps * step_s / 60
+        if minutes is not None and status == "started":
+            minutes *= 1 - _done_fraction(c)
+        out.append(CellEstimate(c.cell_id, status, minutes, "step time" if minutes is not None else "none"))
+    return out
+
+
 def wall_minutes(estimates: list[CellEstimate], parallel: int) -> float | None:
     """Wall time of the cells left, started in order on the first free of ``parallel`` slots; None when
     some cell has no estimate."""

@@ -19,6 +19,9 @@ A grid file (``recipes/grids/NAME.yaml``)::
       gpus: 0                        #   GPUs per cell, default 0
       mem_gb: 16                     #   memory per cell (SLURM), default: the partition's
       time_min: 120                  #   SLURM time limit per cell; a cell past it is requeued and resumes
+    estimate:                        # optional: a measured step time, for `--dry-run` before any cell finished
+      step_s: 38.2                   #   seconds per training step on the cell's hardware
+      source: "docs/gpu.md: ..."     #   where it was measured (printed with the estimate)
 
 Each (cell, seed) is one run: ``lfo train --recipe BASE --set k=v ... --seed S --out RUNS/CELL_ID``.
 Override order: grid ``set``, then the cell's values, then ``lfo ablate --set`` (last wins).
@@ -45,7 +48,8 @@ from lfo_cli.errors import LfoError
 from lfo_cli.recipes import read_yaml_mapping
 
 GRID_DIR = Path(__file__).resolve().parent.parent.parent / "recipes" / "grids"
-GRID_KEYS = {"description", "base", "seeds", "set", "axes", "cells", "command", "resume_command", "resources"}
+GRID_KEYS = {"description", "base", "seeds", "set", "axes", "cells", "command", "resume_command", "resources",
+             "estimate"}
 RESOURCE_KEYS = {"cpus": int, "gpus": int, "mem_gb": float, "time_min": int}
 _PLACEHOLDERS = ("{python}", "{base}", "{out}", "{seed}", "{cell}")
 
@@ -74,6 +78,14 @@ class Resources:
 
 
 @dataclass
+class StepEstimate:
+    """A step time measured elsewhere (e.g. on a lent GPU), for a grid none of whose cells has finished."""
+
+    step_s: float
+    source: str
+
+
+@dataclass
 class Grid:
     name: str
     path: Path
@@ -88,6 +100,7 @@ class Grid:
     cli_set: list[str] = field(default_factory=list)  # `lfo ablate --set`, applied after the cell's values
     cell_seeds: dict[str, list[int]] = field(default_factory=dict)  # cells run at only some of the grid's seeds
     resources: Resources = field(default_factory=Resources)
+    estimate: StepEstimate | None = None
 
 
 def grid_path(name: str | Path) -> Path:
@@ -185,6 +198,19 @@ def _resources(obj: Any, where: str) -> Resources:
     return Resources(**out)
 
 
+def _estimate(obj: Any, where: str) -> StepEstimate | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, dict) or set(obj) != {"step_s", "source"}:
+        raise LfoError(f"{where}: expected {{step_s: SECONDS, source: WHERE MEASURED}}")
+    step = obj["step_s"]
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
+        raise LfoError(f"{where}.step_s: a measured step time in seconds (> 0), got {step!r}")
+    if not isinstance(obj["source"], str) or not obj["source"].strip():
+        raise LfoError(f"{where}.source: say where the step time was measured")
+    return StepEstimate(float(step), obj["source"].strip())
+
+
 def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
     """Read and check a grid file's structure (recipes are checked by :func:`expand`)."""
     path = grid_path(name)
@@ -265,6 +291,7 @@ def load_grid(name: str | Path, extra_set: list[str] | None = None) -> Grid:
         resume_command=_command(data.get("resume_command"), f"{path}: resume_command"),
         description=str(data.get("description") or ""), cli_set=list(extra_set or []), cell_seeds=restricted,
         resources=_resources(data.get("resources"), f"{path}: resources"),
+        estimate=_estimate(data.get("estimate"), f"{path}: estimate"),
     )
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lfo_cli.ablate.estimate import estimate, paste_command, wall_minutes
+from lfo_cli.ablate.estimate import estimate, from_step_time, paste_command, wall_minutes
 from lfo_cli.ablate.grid import Cell, cell_argv, grid_descriptions, load_grid
 from lfo_cli.ablate.launcher_base import Launcher
 from lfo_cli.ablate.launchers import LAUNCHERS, launch, load_settings, require_extra, statuses
@@ -206,8 +206,14 @@ def _dry_run(g, cells, runs: Path, parallel: int, json_out: bool) -> None:
     statuses = {c.cell_id: "complete" if is_complete(c.run_dir) else ("started" if is_started(c.run_dir) else "pending")
                 for c in cells}
     ests = estimate(cells, statuses, finished_durations(runs / "runs.csv"))
-    wall = wall_minutes(ests, parallel)
     measured = sum(e.source == "done" for e in ests)
+    from_steps = g.estimate is not None and any(e.minutes is None for e in ests)
+    if from_steps:  # nothing of this grid finished yet: a step time measured elsewhere (the grid's `estimate`)
+        ests = from_step_time(cells, statuses, g.estimate.step_s)
+    wall = wall_minutes(ests, parallel)
+    left_h = sum(e.minutes or 0 for e in ests) / 60 if wall is not None else None
+    device_hours = None if left_h is None else left_h * (g.resources.gpus or g.resources.cpus)
+    unit = "GPU-hours" if g.resources.gpus else "CPU-hours"
     rows = [{"cell_id": c.cell_id, "seed": c.seed, "values": c.values, "status": statuses[c.cell_id],
              "run_dir": str(c.run_dir), "argv": cell_argv(g, c, resume=statuses[c.cell_id] == "started"),
              "minutes_left": e.minutes, "estimate_from": e.source} for c, e in zip(cells, ests, strict=True)]
@@ -215,7 +221,8 @@ def _dry_run(g, cells, runs: Path, parallel: int, json_out: bool) -> None:
         r["command"] = paste_command(r["argv"])
     if json_out:
         print_json({"grid": str(g.path), "runs_dir": str(runs), "parallel": parallel, "wall_minutes": wall,
-                    "cells": rows})
+                    unit.lower().replace("-", "_"): device_hours,
+                    "estimate_from": "step time" if from_steps else "finished cells", "cells": rows})
         return
     from rich.console import Console
     from rich.table import Table
@@ -233,9 +240,16 @@ def _dry_run(g, cells, runs: Path, parallel: int, json_out: bool) -> None:
     for r in rows:
         if r["status"] != "complete":
             typer.echo(r["command"])
-    if wall is not None:
+    if wall is not None and from_steps:
+        steps = sorted({(c.resolved.get("trainer") or {}).get("max_steps") for c in cells} - {None})
+        typer.echo(f"estimated from a measured step time, {g.estimate.step_s:g} s ({g.estimate.source}): "
+                   f"{len(cells) - measured} cells x {'/'.join(map(str, steps))} training steps = {device_hours:.1f} "
+                   f"{unit} ({g.resources.gpus or g.resources.cpus} per cell), {wall / 60:.1f} h of wall time at "
+                   f"--parallel {parallel}; evaluations and warm-start builds are not in it")
+    elif wall is not None:
         typer.echo(f"estimated wall time of the {len(cells) - measured} cells left at --parallel {parallel}: "
-                   f"{wall / 60:.1f} h (from the durations of {measured} finished cells in {runs / 'runs.csv'})")
+                   f"{wall / 60:.1f} h, {device_hours:.1f} {unit} (from the durations of {measured} finished cells in "
+                   f"{runs / 'runs.csv'})")
     else:
         typer.echo(f"no estimate: no cell of this grid has finished yet ({runs / 'runs.csv'} records each cell's "
                    "duration once it has)")

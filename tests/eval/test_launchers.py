@@ -169,3 +169,25 @@ def test_the_lock_names_its_holder(tmp_path):
             with Lock(tmp_path / ".ablate.lock"):
                 pass
     assert f"pid {os.getpid()} on " in str(err.value) and "launcher slurm" in str(err.value)
+
+
+def test_the_gpu_grids_dry_run_prints_their_cost_from_the_measured_step_time(tmp_path):
+    r = CliRunner().invoke(app, ["ablate", "--grid", "reading_gpu", "--runs-dir", str(tmp_path / "rg"), "--dry-run",
+                                 "--parallel", "8", "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert len(plan["cells"]) == 48 and plan["estimate_from"] == "step time"
+    assert plan["gpu_hours"] == pytest.approx(48 * 90 * 38.2 / 3600)  # cells x steps x measured step time
+    assert plan["wall_minutes"] == pytest.approx(6 * 90 * 38.2 / 60)  # 48 cells, 8 at a time
+    tw = CliRunner().invoke(app, ["ablate", "--grid", "textworld_gpu", "--runs-dir", str(tmp_path / "tg"), "--dry-run"])
+    assert tw.exit_code == 0 and "18 cells x 90 training steps = 17.2 GPU-hours" in tw.stdout
+
+
+@pytest.mark.parametrize("estimate, needle", [
+    ({"step_s": 0, "source": "x"}, "estimate.step_s: a measured step time"),
+    ({"step_s": 30}, "expected {step_s: SECONDS, source: WHERE MEASURED}"),
+    ({"step_s": 30, "source": " "}, "say where the step time was measured"),
+])
+def test_a_bad_estimate_exits_2(tmp_path, estimate, needle):
+    r = CliRunner().invoke(app, ["ablate", "--grid", str(_grid(tmp_path, estimate=estimate)), "--dry-run"])
+    assert r.exit_code == 2 and needle in r.output
