@@ -29,7 +29,7 @@ install_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
 }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
 
 write_conf() {
   mkdir -p "$DIR/state" "$DIR/spool"
@@ -102,7 +102,7 @@ start() {
 stop() {
   for d in slurmd slurmctld munged; do
     if pid_alive "$DIR/$d.pid"; then
-      kill "$(cat "$DIR/$d.pid")" 2>/dev/null || true
+      kill "$(cat "$DIR/$d.pid" 2>/dev/null)" 2>/dev/null || true
     fi
   done
   for d in slurmd slurmctld munged; do

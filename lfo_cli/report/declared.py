@@ -14,6 +14,7 @@ comparisons it names, arm by arm against its reference arm, paired by seed.
     reference: baseline
     positive_control: positive-control
     positive_control_effect: higher  # or lower: a control chosen to slow learning
+    equivalence_margin: 0.03         # an equivalence study: TOST per arm at this margin (optional)
     arms:                            # name -> the config values that make a run one of its seeds
       baseline: {wm.coef: 0, env.probe_bonus: 0}
       positive-control: {wm.coef: 0, env.probe_bonus: 0.2}
@@ -27,7 +28,9 @@ mean start + half its mean gain) or its bound; step 0 of the primary outcome and
 metrics, start and end; with ``by`` (an episode field of the validation files, e.g. ``departments``), the primary
 outcome per value of its first element at the last evaluation. The positive control is *detected* when its interval
 excludes 0 on the side it was chosen for (``positive_control_effect``), with a note when Holm's correction over the
-arms takes that away; otherwise the report says the design lacked power for that effect.
+arms takes that away; otherwise the report says the design lacked power for that effect. With
+``equivalence_margin`` each arm is also tested for equivalence with the reference (TOST: equivalent when the paired
+(1 - 2 alpha) t-interval lies inside +-margin; different when the (1 - alpha) interval excludes 0).
 """
 
 from __future__ import annotations
@@ -127,6 +130,10 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
             "wm_over_rl_median": _median([r.wm_over_rl for r in runs[arm]]),
             "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / family),
         })
+        if plan.equivalence_margin is not None:  # a declared equivalence study: TOST on the primary statistic
+            eq = stats.tost_paired(d, plan.equivalence_margin, plan.alpha)
+            rows[-1].update({"equivalence_margin": plan.equivalence_margin, "tost_low": eq.low, "tost_high": eq.high,
+                             "tost_p": eq.p, "equivalent": eq.equivalent})
         if plan.statistic != "final":  # the outcome's level at the last evaluation, beside its mean over the run
             fin, ftest = _paired([r.primary_final for r in t], [r.primary_final for r in b])
             rows[-1].update({"final_diff": fin.value, "final_low": fin.low, "final_high": fin.high,
@@ -145,8 +152,35 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
     verdict = _positive_control(plan, rows)
     if verdict:
         rep.md.append(verdict + "\n")
+    if plan.equivalence_margin is not None:
+        sentences += _equivalence(rep, plan, rows)
     rep.summary["declared"] = {"title": plan.title, "reference": ref, "primary": P, "threshold": threshold,
                                "comparisons": rows, "sentences": sentences, "positive_control": verdict}
+
+
+def _equivalence(rep, plan: Plan, rows: list[dict]) -> list[str]:
+    """The declared equivalence test, arm by arm: equivalent when the paired (1 - 2 alpha) t-interval lies inside
+    +-margin (TOST); different when the (1 - alpha) interval excludes 0; otherwise neither is shown."""
+    m = plan.equivalence_margin
+    level = round(100 * (1 - 2 * plan.alpha))
+    out = []
+    for r in rows:
+        if not finite(r["tost_p"]):
+            word = f"not tested ({r['pairs']} pair(s), or no spread between them)"
+        elif r["equivalent"]:
+            word = f"**equivalent** within +-{num(m)}"
+        elif finite(r["primary_low"]) and (r["primary_low"] > 0 or r["primary_high"] < 0):
+            word = "**different**: the 95% interval excludes 0"
+        else:
+            word = f"neither equivalence within +-{num(m)} nor a difference is shown"
+        interval = est({"value": r["primary_diff"], "low": r["tost_low"], "high": r["tost_high"], "n": r["pairs"]})
+        out.append(f"`{r['arm']}` vs `{r['reference']}`: {interval} ({level}% t-interval, {r['pairs']} pairs), "
+                   f"TOST p {pval(r['tost_p'])}: {word}.")
+    rep.md.append(f"**Equivalence** (declared margin +-{num(m)} on the primary statistic; two one-sided paired "
+                  f"t-tests at alpha {plan.alpha:g}):\n")
+    rep.md.extend(f"- {line}" for line in out)
+    rep.md.append("")
+    return out
 
 
 def _paired(treatment: list[float], reference: list[float]):

@@ -285,6 +285,8 @@ def test_without_a_plan_no_declared_section(study, tmp_path):
     (yaml.safe_dump({**PLAN, "arms": {"baseline": {}}}), "'arms' maps each arm's name"),
     (yaml.safe_dump({**PLAN, "statistic": "median"}), "statistic must be one of final, auc"),
     (yaml.safe_dump({**PLAN, "positive_control_effect": "up"}), "positive_control_effect must be one of higher, lower"),
+    (yaml.safe_dump({**PLAN, "equivalence_margin": 0}), "equivalence_margin must be > 0"),
+    (yaml.safe_dump({**PLAN, "equivalence_margin": "3 points"}), "equivalence_margin must be > 0"),
 ])
 def test_a_bad_plan_is_one_error(tmp_path, plan, message):
     (tmp_path / "plan.yaml").write_text(plan)
@@ -324,3 +326,44 @@ def test_every_study_grid_cell_is_its_own_arm_of_the_committed_plan(tmp_path, st
         run = Run(path=tmp_path / cell.cell_id, kind="grpo", seed=cell.seed, config=flatten(cell.resolved),
                   status="complete", rows=[])
         assert plan.arm_of(run) == cell.condition, cell.cell_id
+
+
+@pytest.mark.parametrize(("wobble", "shift", "verdict"), [
+    (0.004, 0.0, "**equivalent** within +-0.03"),          # small spread around 0: the 90% interval inside +-0.03
+    (0.004, 0.06, "**different**: the 95% interval excludes 0"),
+    (0.06, 0.0, "neither equivalence within +-0.03 nor a difference is shown"),   # too noisy to show either
+])
+def test_a_declared_equivalence_margin_gets_tost_per_arm(tmp_path, wobble, shift, verdict):
+    """The rollout-dropout check's kind of plan: TOST at the declared margin on the paired primary statistic."""
+    root = tmp_path / "runs"
+    for s in SEEDS:
+        _run(root, f"baseline_s{s}", s, {}, gain=0.15)
+        sign = 1 if s % 2 else -1
+        _run(root, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + shift + sign * wobble * (1 + s / 8))
+    plan = {"title": "Equivalence", "primary": "heldout/success/d2", "statistic": "final", "reference": "baseline",
+            "equivalence_margin": 0.03, "arms": {"baseline": PLAN["arms"]["baseline"], "bonus": PLAN["arms"]["bonus"]}}
+    (root / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    build_report([root], tmp_path / "report")
+    row = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    from lfo_cli.stats import tost_paired
+
+    diffs = [(0.15 + shift + (1 if s % 2 else -1) * wobble * (1 + s / 8)) - 0.15 for s in SEEDS]
+    want = tost_paired(diffs, 0.03)
+    assert float(row["tost_p"]) == pytest.approx(want.p, rel=1e-4)  # the CSV keeps 6 significant digits
+    assert float(row["tost_low"]) == pytest.approx(want.low, rel=1e-4, abs=1e-6)
+    assert (row["equivalent"] == "True") == want.equivalent
+    assert verdict in (tmp_path / "report" / "index.md").read_text()
+
+
+def test_tost_is_the_90_percent_interval_inside_the_margin():
+    from scipy import stats as st
+
+    from lfo_cli.stats import tost_paired
+
+    d = [0.01, -0.02, 0.015, 0.0, -0.005, 0.02, -0.01, 0.005]
+    t = tost_paired(d, 0.03)
+    half = st.t.ppf(0.95, len(d) - 1) * st.sem(d)
+    assert (t.low, t.high) == pytest.approx((sum(d) / 8 - half, sum(d) / 8 + half))
+    assert t.equivalent == (t.low > -0.03 and t.high < 0.03) and t.equivalent
+    assert not tost_paired(d, 0.01).equivalent
+    assert math.isnan(tost_paired([0.01], 0.03).p) and math.isnan(tost_paired([0.01, 0.01], 0.03).p)
