@@ -319,42 +319,6 @@ def paired_test(a: Sequence[float], b: Sequence[float], confidence: float = CONF
                       wil if math.isfinite(wil) else nan, tt if math.isfinite(tt) else nan)
 
 
-@dataclass(frozen=True)
-class Equivalence:
-    """Two one-sided paired t-tests (TOST) of mean(d) inside (-margin, +margin)."""
-
-    n: int
-    mean_diff: float
-    low: float  # the (1 - 2 alpha) t-interval that TOST at alpha checks
-    high: float
-    p: float  # max of the two one-sided p-values; nan below 2 pairs or without spread
-    margin: float
-    alpha: float
-
-    @property
-    def equivalent(self) -> bool:
-        return math.isfinite(self.p) and self.p < self.alpha
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "equivalent": self.equivalent}
-
-
-def tost_paired(diffs: Sequence[float], margin: float, alpha: float = 0.05) -> Equivalence:
-    """Is the mean paired difference within +-``margin``? Equivalent when both one-sided t-tests reject at
-    ``alpha``, i.e. the (1 - 2 alpha) t-interval lies inside the margin (Schuirmann's TOST)."""
-    from scipy import stats
-
-    d = np.asarray(diffs, dtype=float)
-    nan = math.nan
-    if d.size < 2 or not np.std(d) > 0:
-        return Equivalence(int(d.size), float(d.mean()) if d.size else nan, nan, nan, nan, margin, alpha)
-    lower = stats.ttest_1samp(d, -margin, alternative="greater").pvalue
-    upper = stats.ttest_1samp(d, margin, alternative="less").pvalue
-    ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=1 - 2 * alpha)
-    return Equivalence(int(d.size), float(d.mean()), float(ci.low), float(ci.high), float(max(lower, upper)),
-                       margin, alpha)
-
-
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of ``pvalues`` (one per arm against one reference): the family-wise
     error rate stays at alpha when each adjusted p is compared with alpha. nan stays nan and does not count

@@ -131,7 +131,7 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
             "mde": comparison.min_detectable_effect(sd, len(d), alpha=plan.alpha / family),
         })
         if plan.equivalence_margin is not None:  # a declared equivalence study: TOST on the primary statistic
-            eq = stats.tost_paired(d, plan.equivalence_margin, plan.alpha)
+            eq = comparison.tost_paired(d, plan.equivalence_margin, plan.alpha)
             rows[-1].update({"equivalence_margin": plan.equivalence_margin, "tost_low": eq.low, "tost_high": eq.high,
                              "tost_p": eq.p, "equivalent": eq.equivalent})
         if plan.statistic != "final":  # the outcome's level at the last evaluation, beside its mean over the run

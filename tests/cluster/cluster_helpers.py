@@ -74,3 +74,26 @@ def wait_for(pred, timeout: float = 300, every: float = 0.5, what: str = "condit
             return value
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def states(runs: Path, env: dict | None = None) -> dict[str, str]:
+    """Each cell's state as `lfo ablate --status` reads it, in this process (polling through the CLI would
+    start Python, TRL included, twice a second beside the cells)."""
+    import csv
+
+    from lfo_cli.ablate.grid import Cell
+    from lfo_cli.ablate.launchers import statuses
+
+    with (runs / "runs.csv").open(newline="") as fh:
+        cells = [Cell(r["cell_id"], r["condition"], {}, int(r["seed"]), [], Path(r["run_dir"]))
+                 for r in csv.DictReader(fh)]
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        return {s.cell_id: s.state for s in statuses(cells, runs)}
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,6 +1,7 @@
-"""`lfo ablate --launcher slurm` against a real single-node SLURM (slurmctld, slurmd, munge on 127.0.0.1):
-the array SLURM shows, the same metrics as the local launcher, a cancelled task resubmitted alone and
-resumed, a bad cell failing alone, and a second launch refused while the array lives."""
+"""`lfo ablate --launcher slurm` against a real single-node SLURM (slurmctld, slurmd, munge on 127.0.0.1), in
+one array's life: SLURM shows the array, a second launch is refused while it lives, a cell with a bad override
+fails alone with its error line, a cancelled task shows as interrupted and the next launch resubmits only it,
+and every cell that finishes logs exactly what the local launcher's run of it logged."""
 
 from __future__ import annotations
 
@@ -11,73 +12,58 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cluster_helpers import lfo, logged_values, wait_for, write_grid  # noqa: E402
+from cluster_helpers import lfo, logged_values, states, wait_for, write_grid  # noqa: E402
 
-CELLS = ("base__s0", "base__s1")
-
-
-def _status(runs, env) -> dict[str, dict]:
-    out = lfo("ablate", "--status", "--runs-dir", str(runs), "--json", env=env)
-    return {c["cell_id"]: c for c in json.loads(out.stdout)["cells"]}
+CELLS = ("base__s0", "bad__s0", "base__s1")  # seed-major: what the array's task ids follow
 
 
 def _marker(runs, cell) -> dict:
     return json.loads((runs / "cells" / f"{cell}.json").read_text())
 
 
-def test_a_grid_runs_as_one_array_with_the_local_launchers_metrics(tiny, local_runs, slurm):
-    grid, runs = write_grid(tiny, "ref", steps=4), tiny / "slurm_runs"
+def test_an_array_runs_refuses_a_second_launch_and_resubmits_only_the_cancelled_cell(tiny, local_runs, slurm):
+    grid = write_grid(tiny, "ref", steps=4, cells=[
+        {"id": "base", "wm.coef": 0.5},
+        {"id": "bad", "wm.coef": 0.5, "model.name": str(tiny / "no_such_model"), "seeds": [0]}])
+    runs = tiny / "slurm_runs"
+    run_env = {**os.environ, **slurm}
     # --sbatch begin=...: the array waits in the queue until the test lets it start (scontrol below)
     out = lfo("ablate", "--grid", str(grid), "--runs-dir", str(runs), "--launcher", "slurm", "--max-parallel", "2",
               "--detach", "--sbatch", "begin=now+3600", env=slurm)
-    assert "2 cell(s) queued on SLURM" in out.stdout
+    assert "3 cell(s) queued on SLURM" in out.stdout
     jobs = [_marker(runs, c)["job_id"] for c in CELLS]
     array = jobs[0].split("_")[0]
-    assert jobs == [f"{array}_0", f"{array}_1"]  # one array, a task per cell
-    shown = subprocess.run(["scontrol", "show", "job", array], capture_output=True, text=True,
-                           env={**os.environ, **slurm}, check=True).stdout
-    assert f"ArrayJobId={array}" in shown and "JobName=lfo-ref" in shown
+    assert jobs == [f"{array}_{i}" for i in range(3)]  # one array, a task per cell
+    shown = subprocess.run(["scontrol", "show", "job", array], capture_output=True, text=True, env=run_env,
+                           check=True).stdout
+    assert f"ArrayJobId={array}" in shown and "JobName=lfo-ref" in shown and "%2" in shown
+    assert set(states(runs, slurm).values()) == {"queued"}
     # a second launch into the dir while its array lives is refused in one line naming the jobs
     again = lfo("ablate", "--grid", str(grid), "--runs-dir", str(runs), "--launcher", "slurm", env=slurm, check=False)
     assert again.returncode == 2 and again.stderr.count("\n") == 1
     assert "still queued" in again.stderr and f"{array}_" in again.stderr
-    assert {s["state"] for s in _status(runs, slurm).values()} == {"queued"}
-    subprocess.run(["scontrol", "update", f"JobId={array}", "StartTime=now"], env={**os.environ, **slurm}, check=True)
-    # --status is never refused; it follows the array to its end
-    wait_for(lambda: all(s["state"] == "done" for s in _status(runs, slurm).values()), what="the array to finish")
-    for cell in CELLS:
-        assert logged_values(runs / cell) == logged_values(local_runs / cell), cell
-        assert (runs / "logs" / f"{cell}.log").read_text().count("=== ") == 1
+    subprocess.run(["scontrol", "update", f"JobId={array}", "StartTime=now"], env=run_env, check=True)
 
-
-def test_a_cancelled_task_is_resubmitted_alone_and_resumes_to_the_same_metrics(tiny, local_runs, slurm):
-    grid, runs = write_grid(tiny, "ref", steps=4), tiny / "slurm_cancel"
-    lfo("ablate", "--grid", str(grid), "--runs-dir", str(runs), "--launcher", "slurm", "--max-parallel", "2",
-        "--detach", env=slurm)
-    victim, other = CELLS
+    # cancel the first cell's task mid-run, after its second checkpoint
+    victim = CELLS[0]
     wait_for(lambda: (runs / victim / "checkpoint-2" / "trainer_state.json").exists(), what="checkpoint-2")
-    job = _marker(runs, victim)["job_id"]
-    subprocess.run(["scancel", job], env={**os.environ, **slurm}, check=True)
-    wait_for(lambda: [s["state"] for s in _status(runs, slurm).values()] == ["interrupted", "done"],
-             what="the cancelled cell to show as interrupted")
-    other_job = _marker(runs, other)["job_id"]
-    lfo("ablate", "--grid", str(grid), "--runs-dir", str(runs), "--launcher", "slurm", env=slurm)
-    assert _marker(runs, other)["job_id"] == other_job  # the finished cell was not submitted again
-    assert _marker(runs, victim)["job_id"].split("_")[0] != job.split("_")[0]
-    log = (runs / "logs" / f"{victim}.log").read_text()
-    assert log.count("=== ") == 2 and " resume on " in log
-    assert logged_values(runs / victim) == logged_values(local_runs / victim)
-    assert all(s["state"] == "done" for s in _status(runs, slurm).values())
+    subprocess.run(["scancel", jobs[0]], env=run_env, check=True)
+    wait_for(lambda: list(states(runs, slurm).values()) == ["interrupted", "failed", "done"], every=1,
+             what="the cancelled cell interrupted, the bad one failed, the third done")
+    status = lfo("ablate", "--status", "--runs-dir", str(runs), "--json", env=slurm)  # never refused
+    shown = {c["cell_id"]: c for c in json.loads(status.stdout)["cells"]}
+    assert shown["bad__s0"]["state"] == "failed" and shown["bad__s0"]["job_id"] == jobs[1]
+    assert shown["bad__s0"]["note"].startswith("error: ") and "no_such_model" in shown["bad__s0"]["note"]
+    assert shown[victim]["state"] == "interrupted" and "signal" in shown[victim]["note"]
 
-
-def test_a_cell_with_a_bad_override_fails_alone_with_its_error_line(tiny, slurm):
-    grid = write_grid(tiny, "bad", steps=2, seeds=(0,), cells=[
-        {"id": "good", "wm.coef": 0.5}, {"id": "bad", "wm.coef": 0.5, "model.name": str(tiny / "no_such_model")}])
-    runs = tiny / "slurm_bad"
+    # the next launch resubmits the unfinished cells only; the cancelled one resumes to the same metrics
     done = lfo("ablate", "--grid", str(grid), "--runs-dir", str(runs), "--launcher", "slurm", "--max-parallel", "2",
                env=slurm, check=False)
-    assert done.returncode == 1, done.stderr[-2000:]
-    status = _status(runs, slurm)
-    assert status["good__s0"]["state"] == "done"
-    assert status["bad__s0"]["state"] == "failed"
-    assert status["bad__s0"]["note"].startswith("error: ") and "no_such_model" in status["bad__s0"]["note"]
+    assert done.returncode == 1 and "failed: bad__s0" in done.stdout  # the bad cell fails again, alone
+    assert _marker(runs, "base__s1")["job_id"] == jobs[2]  # the finished cell was not submitted again
+    assert _marker(runs, victim)["job_id"].split("_")[0] != array
+    log = (runs / "logs" / f"{victim}.log").read_text()
+    assert log.count("=== ") == 2 and " resume on " in log
+    assert states(runs, slurm) == {"base__s0": "done", "bad__s0": "failed", "base__s1": "done"}
+    for cell in ("base__s0", "base__s1"):
+        assert logged_values(runs / cell) == logged_values(local_runs / cell), cell

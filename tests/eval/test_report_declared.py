@@ -345,7 +345,7 @@ def test_a_declared_equivalence_margin_gets_tost_per_arm(tmp_path, wobble, shift
     (root / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     build_report([root], tmp_path / "report")
     row = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
-    from lfo_cli.stats import tost_paired
+    from lfo_cli.eval.comparison import tost_paired
 
     diffs = [(0.15 + shift + (1 if s % 2 else -1) * wobble * (1 + s / 8)) - 0.15 for s in SEEDS]
     want = tost_paired(diffs, 0.03)
@@ -358,7 +358,7 @@ def test_a_declared_equivalence_margin_gets_tost_per_arm(tmp_path, wobble, shift
 def test_tost_is_the_90_percent_interval_inside_the_margin():
     from scipy import stats as st
 
-    from lfo_cli.stats import tost_paired
+    from lfo_cli.eval.comparison import tost_paired
 
     d = [0.01, -0.02, 0.015, 0.0, -0.005, 0.02, -0.01, 0.005]
     t = tost_paired(d, 0.03)
