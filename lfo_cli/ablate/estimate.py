@@ -43,38 +43,40 @@ def estimate(cells: list[Cell], statuses: dict[str, str], durations: dict[str, f
         if statuses.get(c.cell_id) == "complete" and c.cell_id in durations:
             by_condition.setdefault(c.condition, []).append(durations[c.cell_id] / 60)
     every = [m for ms in by_condition.values() for m in ms]
-    out = []
-    for c in cells:
-        status = statuses.get(c.cell_id, "pending")
-        if status == "complete":
-            out.append(CellEstimate(c.cell_id, status, 0.0, "done"))
-            continue
+
+    def whole(c: Cell) -> tuple[float | None, str]:
         own = by_condition.get(c.condition)
         if own:
-            base, source = statistics.fmean(own), "condition"
-        elif every:
-            base, source = statistics.fmean(every), "grid"
-        else:
-            base, source = None, "none"
-        left = None if base is None else base * (1 - _done_fraction(c) if status == "started" else 1)
-        out.append(CellEstimate(c.cell_id, status, left, source))
-    return out
+            return statistics.fmean(own), "condition"
+        return (statistics.fmean(every), "grid") if every else (None, "none")
+
+    return _left(cells, statuses, whole)
 
 
 def from_step_time(cells: list[Cell], statuses: dict[str, str], step_s: float) -> list[CellEstimate]:
     """Per cell: its training steps left x a step time measured elsewhere (the grid's ``estimate``); the cells'
     evaluations are not in it."""
+
+    def whole(c: Cell) -> tuple[float | None, str]:
+        steps = (c.resolved.get("trainer") or {}).get("max_steps")
+        return (steps * step_s / 60, "step time") if isinstance(steps, int) else (None, "none")
+
+    return _left(cells, statuses, whole)
+
+
+def _left(cells: list[Cell], statuses: dict[str, str], whole) -> list[CellEstimate]:
+    """Each cell's minutes left: 0 when complete, ``whole(cell)`` when pending, the part after its last
+    checkpoint when started (a resume keeps what the checkpoint holds)."""
     out = []
     for c in cells:
         status = statuses.get(c.cell_id, "pending")
         if status == "complete":
             out.append(CellEstimate(c.cell_id, status, 0.0, "done"))
             continue
-        steps = (c.resolved.get("trainer") or {}).get("max_steps")
-        minutes = None if not isinstance(steps, int) else steps * step_s / 60
+        minutes, source = whole(c)
         if minutes is not None and status == "started":
             minutes *= 1 - _done_fraction(c)
-        out.append(CellEstimate(c.cell_id, status, minutes, "step time" if minutes is not None else "none"))
+        out.append(CellEstimate(c.cell_id, status, minutes, source))
     return out
 
 

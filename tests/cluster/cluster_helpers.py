@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -12,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-TIMING = {"step_time", "eval_seconds", "train_runtime", "train_samples_per_second", "train_steps_per_second",
-          "total_flos"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+from tiny import logged_values  # noqa: E402, F401 - re-exported for the launcher tests
 
 
 def free_port(span: int = 1) -> int:
@@ -47,15 +46,6 @@ def write_grid(root: Path, name: str, steps: int = 3, seeds=(0, 1), cells=None) 
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def logged_values(run: Path) -> dict:
-    """Every value a run's metrics.jsonl logged, by step, except wall-clock timings."""
-    out: dict = {}
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        out.setdefault(row.get("step"), {}).update({k: v for k, v in row.items() if k not in TIMING})
-    return out
 
 
 def lfo(*args: str, env: dict | None = None, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:

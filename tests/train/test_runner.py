@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from tiny import logged_values, tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -174,19 +174,6 @@ def test_kill_and_resume_continue_without_gap(setup, whole, tmp_path):
     assert summary["run_seconds"] > 0
     # exact resume: the same values as a run never interrupted (RNG, data order, environment seeds restored)
     assert logged_values(out) == logged_values(whole)
-
-
-TIMING = {"step_time", "eval_seconds", "train_runtime", "train_samples_per_second", "train_steps_per_second",
-          "total_flos"}
-
-
-def logged_values(run: Path) -> dict:
-    """Every value metrics.jsonl logged, by step, except wall-clock timings."""
-    out: dict = {}
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        out.setdefault(row.get("step"), {}).update({k: v for k, v in row.items() if k not in TIMING})
-    return out
 
 
 def test_an_incomplete_checkpoint_is_never_loaded_and_the_resume_is_exact(whole, tmp_path):

@@ -1,10 +1,24 @@
-"""A tiny random Qwen3 model + a BPE tokenizer trained on the spot: no download, builds in < 1 s."""
+"""A tiny random Qwen3 model + a BPE tokenizer trained on the spot: no download, builds in < 1 s; and what its
+runs logged, timings aside (for tests that compare two runs of it)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
+
+TIMING = {"step_time", "eval_seconds", "train_runtime", "train_samples_per_second", "train_steps_per_second",
+          "total_flos"}
+
+
+def logged_values(run: Path) -> dict:
+    """Every value a run's metrics.jsonl logged, by step, except wall-clock timings."""
+    out: dict = {}
+    for line in (Path(run) / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        out.setdefault(row.get("step"), {}).update({k: v for k, v in row.items() if k not in TIMING})
+    return out
 
 WORDS = (
     "the rep said I need your account number and the last 4 of your ssn date of birth zip code pin "
