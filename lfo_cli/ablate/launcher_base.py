@@ -34,7 +34,9 @@ class ClusterSettings:
 
 
 class Launcher:
-    """Submit a grid's unfinished cells and wait for them; the driver in :func:`launch` holds the lock."""
+    """The local launcher, and the base of the cluster ones: :func:`lfo_cli.ablate.launchers.launch` holds the
+    runs dir's lock and runs a local grid through :func:`~lfo_cli.ablate.runner.run_grid`; a cluster launcher
+    implements ``submit`` (queue the cells on its engine), and ``poll``/``close`` where its engine needs them."""
 
     name = "local"
 
@@ -49,7 +51,8 @@ class Launcher:
 
     def submit(self, grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int) -> list[str]:
         """Queue ``cells`` (each marked queued); the engine's ids of their jobs."""
-        raise NotImplementedError  # the local launcher runs through run_grid instead
+        raise NotImplementedError(f"{type(self).__name__} queues nothing: the local launcher runs cells through "
+                                  "run_grid, a cluster launcher overrides submit")
 
     def poll(self, runs_dir: Path, timeout: float) -> int | None:
         """Wait up to ``timeout`` s for the engine; how many submitted tasks it still holds (None: ask the

@@ -6,15 +6,20 @@ runs again, a started one resumes from its last checkpoint, a failed one is mark
 last line while the others go on, and `lfo ablate --status` reads the same files whichever launched them.
 lfo schedules nothing itself: the engine queues, throttles, requeues and retries.
 
-- ``local``: :func:`lfo_cli.ablate.runner.run_grid`, a process pool of ``--parallel`` cells on this machine.
-- ``slurm``: one submitit job array per invocation, ``--max-parallel`` its throttle (``%N``); each task is a
+- ``local`` (:class:`~lfo_cli.ablate.launcher_base.Launcher`): :func:`lfo_cli.ablate.runner.run_grid`, a
+  process pool of ``--parallel`` cells on this machine.
+- ``slurm`` (:mod:`lfo_cli.ablate.slurm`, the ``slurm`` extra): one submitit job array per invocation, ``--max-parallel`` its throttle (``%N``); each task is a
   :class:`~submitit.helpers.Checkpointable`, so a task that SLURM preempts or times out is requeued and its
   cell resumes. The driver waits and shows progress (``--detach`` returns once the array is queued); job
   states come from ``squeue`` (``sacct`` needs SLURM's accounting database, which many clusters and
   scripts/slurm_local.sh lack) and from the cells' markers.
-- ``ray``: one task per cell on the cluster at ``--ray-address`` (default: a local one that lfo starts, on
-  127.0.0.1), ``num_cpus``/``num_gpus`` from the grid's resources, retried when its worker dies. Ray ends a
-  driver's tasks with the driver, so the driver waits.
+- ``ray`` (:mod:`lfo_cli.ablate.ray_cluster`, the ``ray`` extra): one task per cell on the cluster at
+  ``--ray-address`` (default: a Ray instance started for the invocation), ``num_cpus``/``num_gpus`` from the
+  grid's resources, at most ``--max-parallel`` at a time, retried when its worker dies. Ray ends a driver's
+  tasks with the driver, so the driver waits.
+
+The engines are imported only by the command that picks them (``lfo --help`` and the local launcher import
+neither).
 
 Cluster settings come, lowest first, from the user's ``~/.config/lfo/cluster.yaml``, a ``NAME.cluster.yaml``
 beside the grid file, ``--cluster-config FILE`` and the command line; a grid's ``resources`` give each cell's

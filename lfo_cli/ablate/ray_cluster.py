@@ -3,8 +3,9 @@
 A task asks for the grid's ``resources`` (``num_cpus``, ``num_gpus``) and is retried when its worker dies
 (``max_retries``); the retry resumes the cell from its last checkpoint. Ray ends a driver's tasks when the
 driver ends, so `lfo ablate --launcher ray` waits for them. Without ``--ray-address`` (or ``RAY_ADDRESS``)
-it starts a local cluster on 127.0.0.1 for the invocation; a cluster's head has no authentication by
-default, so keep it on a private network (docs/cluster.md).
+it starts a Ray instance for the invocation (node address 127.0.0.1; Ray still binds some of its servers to
+every interface). A cluster's head accepts whoever reaches it unless its token authentication or TLS is on:
+keep it on a private network (docs/cluster.md).
 """
 
 from __future__ import annotations
