@@ -181,6 +181,9 @@ def test_the_gpu_grids_dry_run_prints_their_cost_from_the_measured_step_time(tmp
     assert plan["wall_minutes"] == pytest.approx(6 * 90 * 38.2 / 60)  # 48 cells, 8 at a time
     tw = CliRunner().invoke(app, ["ablate", "--grid", "textworld_gpu", "--runs-dir", str(tmp_path / "tg"), "--dry-run"])
     assert tw.exit_code == 0 and "18 cells x 90 training steps = 17.2 GPU-hours" in tw.stdout
+    qwen = CliRunner().invoke(app, ["ablate", "--grid", "reading_gpu_qwen3", "--runs-dir", str(tmp_path / "rq"),
+                                    "--dry-run"])
+    assert qwen.exit_code == 0 and "48 cells x 90 training steps = 46.7 GPU-hours" in qwen.stdout
 
 
 @pytest.mark.parametrize("estimate, needle", [
