@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "train"))
 sys.path.insert(0, str(Path(__file__).parent))
-from cluster_helpers import free_port, lfo, wait_for, write_grid  # noqa: E402
+from cluster_helpers import STEPS, free_port, lfo, wait_for, write_grid  # noqa: E402
 from tiny import tiny_model, tiny_tokenizer  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_runs(tiny):
     """The reference: the 4-step grid on the local launcher (the metrics every engine must reproduce)."""
-    grid = write_grid(tiny, "ref", steps=4)
+    grid = write_grid(tiny, "ref", steps=STEPS)
     runs = tiny / "local"
     lfo("ablate", "--grid", str(grid), "--runs-dir", str(runs), "--parallel", "2")
     return runs

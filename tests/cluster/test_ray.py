@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cluster_helpers import logged_values, wait_for, write_grid  # noqa: E402
+from cluster_helpers import STEPS, logged_values, wait_for, write_grid  # noqa: E402
 
 CELLS = ("base__s0", "base__s1")
 
 
 def test_a_grid_on_ray_survives_a_killed_worker_with_the_local_launchers_metrics(tiny, local_runs, ray_head):
-    grid, runs = write_grid(tiny, "ref", steps=4), tiny / "ray_runs"
+    grid, runs = write_grid(tiny, "ref", steps=STEPS), tiny / "ray_runs"
     victim = CELLS[0]
     cmd = [*ray_head["prefix"], sys.executable, "-m", "lfo_cli", "ablate", "--grid", str(grid), "--runs-dir",
            str(runs), "--max-parallel", "2", "--launcher", "ray", "--ray-address", ray_head["address"]]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cluster_helpers import lfo, logged_values, states, wait_for, write_grid  # noqa: E402
+from cluster_helpers import STEPS, lfo, logged_values, states, wait_for, write_grid  # noqa: E402
 
 CELLS = ("base__s0", "bad__s0", "base__s1")  # seed-major: what the array's task ids follow
 
@@ -22,7 +22,7 @@ def _marker(runs, cell) -> dict:
 
 
 def test_an_array_runs_refuses_a_second_launch_and_resubmits_only_the_cancelled_cell(tiny, local_runs, slurm):
-    grid = write_grid(tiny, "ref", steps=4, cells=[
+    grid = write_grid(tiny, "ref", steps=STEPS, cells=[
         {"id": "base", "wm.coef": 0.5},
         {"id": "bad", "wm.coef": 0.5, "model.name": str(tiny / "no_such_model"), "seeds": [0]}])
     runs = tiny / "slurm_runs"
