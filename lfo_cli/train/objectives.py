@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from typing import ClassVar
 
 import torch
@@ -263,11 +264,33 @@ class Shared(WorldModelObjective):
         return wm_loss, n
 
 
-COUPLINGS = tuple(OBJECTIVES)  # the config's Literal: the objectives defined in this module
+COUPLINGS = tuple(OBJECTIVES)  # the built-in couplings: the objectives defined in this module
+ENTRY_POINTS = "lfo.objectives"  # a package's own couplings: `[project.entry-points."lfo.objectives"] NAME = "mod:Cls"`
+
+
+def couplings() -> list[str]:
+    """Every ``wm.coupling`` a recipe can name here: the objectives defined so far (lfo's and any subclass a
+    user's module defined with a ``name``) and those registered under the ``lfo.objectives`` entry points."""
+    return [*OBJECTIVES, *sorted({ep.name for ep in entry_points(group=ENTRY_POINTS)} - set(OBJECTIVES))]
 
 
 def objective_class(coupling: str) -> type[WorldModelObjective]:
-    try:
+    """The objective ``wm.coupling`` names: a defined subclass of :class:`WorldModelObjective` with that
+    ``name``, else the class an ``lfo.objectives`` entry point of that name loads."""
+    if coupling in OBJECTIVES:
         return OBJECTIVES[coupling]
-    except KeyError:
-        raise ValueError(f"unknown wm.coupling {coupling!r} (known: {', '.join(OBJECTIVES)})") from None
+    found = [ep for ep in entry_points(group=ENTRY_POINTS) if ep.name == coupling]
+    if not found:
+        raise ValueError(f"unknown wm.coupling {coupling!r} (known: {', '.join(couplings())}); a coupling of your "
+                         f"own is a subclass of lfo_cli.train.objectives.WorldModelObjective with name = {coupling!r}, "
+                         f"defined in a module imported before the run or registered under the "
+                         f"{ENTRY_POINTS!r} entry points")
+    try:
+        cls = found[0].load()
+    except Exception as exc:  # a broken plugin: say which
+        raise ValueError(f"wm.coupling {coupling!r}: its entry point {found[0].value} does not load: "
+                         f"{type(exc).__name__}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, WorldModelObjective)) or getattr(cls, "name", None) != coupling:
+        raise ValueError(f"wm.coupling {coupling!r}: its entry point {found[0].value} is not a WorldModelObjective "
+                         f"subclass with name = {coupling!r}")
+    return cls

@@ -14,7 +14,7 @@ from typing import Literal
 
 from lfo_cli.errors import LfoError
 from lfo_cli.train.normalise import NORMALIZE_CHOICES
-from lfo_cli.train.objectives import COUPLINGS, OBJECTIVES, objective_class
+from lfo_cli.train.objectives import OBJECTIVES, objective_class
 
 SCHEDULE_RE = re.compile(r"^(joint|alternating|wm_first:(\d+)|hierarchical:(\d+))$")
 
@@ -65,12 +65,13 @@ class WorldModelSettings:
                   "customer_service: phone (make_phone_call only, the design), phone_form (and auth_info_form) "
                   "or all (every tool)."},
     )
-    coupling: Literal[COUPLINGS] = field(  # the objectives' registry (lfo_cli.train.objectives)
+    coupling: str = field(  # the objectives' registry (lfo_cli.train.objectives), checked in validate()
         default="separate",
         metadata={"help": "separate: world-model forward with only its adapter (the design; no gradient reaches the "
                   "policy adapter). stacked: both adapters active in the world-model forward, so its gradient also "
                   "trains the policy adapter. shared: one adapter; cross-entropy on the phone-reply tokens inside "
-                  "the policy's own rollout forward."},
+                  "the policy's own rollout forward. Or a coupling of your own: a WorldModelObjective subclass with "
+                  "that name, defined before the run or registered under the `lfo.objectives` entry points."},
     )
     normalize: Literal[NORMALIZE_CHOICES] = field(
         default="obs_tokens",
@@ -128,7 +129,12 @@ class WorldModelSettings:
 
     def validate(self) -> None:
         """Reject values and combinations that cannot run (`DualLoRAConfig` checks again what it is given)."""
-        objective = self.objective
+        if not isinstance(self.coupling, str):
+            raise LfoError(f"wm.coupling must be a coupling's name, got {self.coupling!r}")
+        try:
+            objective = self.objective
+        except ValueError as exc:
+            raise LfoError(str(exc)) from None
         try:
             objective.normaliser_class(self.normalize)
         except (ValueError, KeyError) as exc:

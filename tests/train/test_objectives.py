@@ -118,6 +118,68 @@ def test_a_fourth_coupling_is_one_class(fourth_coupling, tmp_path):
         type("Again", (fourth_coupling,), {"name": "policy_predicts"})
 
 
+def test_a_recipe_names_a_coupling_defined_in_the_users_module(fourth_coupling):
+    from lfo_cli import recipes
+
+    rec = recipes.load_recipe("dual_lora_micro", ["wm.coupling=policy_predicts", "wm.schedule=joint"])
+    assert rec.config.wm.objective is fourth_coupling
+    assert "policy_predicts" in __import__("lfo_cli.train.objectives", fromlist=["couplings"]).couplings()
+
+
+def _plugin(tmp_path, monkeypatch, body: str) -> str:
+    """What `pip install` of a package with an `lfo.objectives` entry point leaves: a dist-info and its module
+    (named afresh per test: Python keeps a module it imported once). Returns the entry point's target."""
+    import uuid
+
+    module = f"plug_{uuid.uuid4().hex[:8]}"
+    dist = tmp_path / "site" / "plug-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[lfo.objectives]\nplug = {module}:Plug\n")
+    (tmp_path / "site" / f"{module}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return f"{module}:Plug"
+
+
+def test_a_coupling_registered_by_entry_point_is_accepted_at_config_time(tmp_path, monkeypatch):
+    from lfo_cli import recipes
+    from lfo_cli.train.objectives import couplings
+
+    _plugin(tmp_path, monkeypatch, "from lfo_cli.train.objectives import Stacked\n\n\n"
+                                   "class Plug(Stacked):\n    name = 'plug'\n")
+    try:
+        assert "plug" in couplings()
+        wm = recipes.load_recipe("dual_lora_micro", ["wm.coupling=plug"]).config.wm
+        assert wm.objective.__name__ == "Plug" and wm.objective.predict_adapters == Stacked.predict_adapters
+    finally:
+        OBJECTIVES.pop("plug", None)
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("raise ImportError('no torch here')\n", "does not load: ImportError: no torch here"),
+    ("class Plug:\n    name = 'plug'\n", "is not a WorldModelObjective subclass with name = 'plug'"),
+])
+def test_a_broken_coupling_plugin_is_one_error_naming_it(tmp_path, monkeypatch, body, needle):
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    target = _plugin(tmp_path, monkeypatch, body)
+    r = CliRunner().invoke(app, ["train", "--recipe", "dual_lora_micro", "--set", "wm.coupling=plug", "--dry-run"])
+    assert r.exit_code == 2 and needle in r.output and target in r.output and r.output.count("\n") == 1
+
+
+def test_an_unknown_coupling_says_how_to_add_one():
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    r = CliRunner().invoke(app, ["train", "--recipe", "dual_lora_micro", "--set", "wm.coupling=nope", "--dry-run"])
+    assert r.exit_code == 2
+    assert "unknown wm.coupling 'nope' (known: separate, stacked, shared" in r.output
+    assert "subclass of lfo_cli.train.objectives.WorldModelObjective with name = 'nope'" in r.output
+
+
 def test_the_entropy_gate_keeps_the_replies_to_the_uncertain_turns():
     """PaW's gate on hand-made entropies: turns (runs of the agent's own tokens) numbered per rollout, each
     reply tagged with the turn before it; at quantile 0.5 of the turns' mean entropies (2.0, 0.1, 1.0 ->
