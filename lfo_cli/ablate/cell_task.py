@@ -31,7 +31,8 @@ def driver_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV_PREFIXES)}
 
 
-def _pdeathsig():  # pragma: no cover - runs in the child between fork and exec
+def pdeathsig():  # pragma: no cover - runs in the child between fork and exec
+    """SIGTERM to this child when its parent dies (Linux PR_SET_PDEATHSIG): no orphan training."""
     try:
         import ctypes
 
@@ -84,7 +85,7 @@ class CellTask:
                      f"{socket.gethostname()} ({self.launcher} {job_id_here()}): {' '.join(argv)}\n")
             fh.flush()
             self._child = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           env=env, cwd=self.cwd, preexec_fn=_pdeathsig)
+                                           env=env, cwd=self.cwd, preexec_fn=pdeathsig)
             code = self._child.wait()
         done = code == 0 and is_complete(self.cell.run_dir)
         if done:

@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from lfo_cli import run_record as rr
+from lfo_cli.ablate.cell_task import pdeathsig
 from lfo_cli.ablate.grid import Cell, Grid, cell_argv, format_value
 from lfo_cli.ablate.state import Lock, is_complete, is_started, last_line, log_path, write_marker  # noqa: F401 - Lock re-exported
 from lfo_cli.errors import LfoError
@@ -56,15 +57,6 @@ def check_existing(cells: list[Cell]) -> None:
                 f"{cell.run_dir} holds a run with a different recipe (differs in: {', '.join(diff)}); "
                 "use another --runs-dir for a changed grid"
             )
-
-
-def _pdeathsig():  # pragma: no cover - runs in the child between fork and exec
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 @dataclass
@@ -169,7 +161,7 @@ def run_grid(grid: Grid, cells: list[Cell], runs_dir: Path, parallel: int = 1, s
                                 f"{' '.join(argv)}\n")
                     logfh.flush()
                     proc = subprocess.Popen(argv, stdout=logfh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=child_env(parallel), preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+                                            env=child_env(parallel), preexec_fn=pdeathsig if sys.platform.startswith("linux") else None)
                     rec.status, rec.note = "running", ("resumed" if resume else "")
                     write_marker(runs_dir, rec.cell.cell_id, launcher="local", state="running", job_id=str(proc.pid),
                                  pid=proc.pid, exit_code=None, last_line="")
