@@ -60,6 +60,7 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
     from lfo_cli.train.adapters import attach_dual_lora
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
+    from lfo_cli.worlds import world_class
 
     set_seed(a.seed)
     cuda = torch.cuda.is_available()  # GPU: bf16 autocast (the GPU recipes' setting); CPU: float32
@@ -89,7 +90,8 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
                          gradient_accumulation_steps=1, max_steps=1, bf16=cuda, use_cpu=not cuda,
                          max_completion_length=a.max_completion_length or c.trainer.get("max_completion_length"))
         t = DualLoRAGRPOTrainer(model=model, args=c.training_args("/tmp/lfo-step-time"), train_dataset=data,
-                                processing_class=tok, environment_factory=make_env_factory(world, seed=a.seed))
+                                processing_class=tok, environment_factory=make_env_factory(world, seed=a.seed),
+                                world=world_class("customer_service"))
         t.current_gradient_accumulation_steps = 1
         return t
 

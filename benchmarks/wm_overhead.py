@@ -108,6 +108,7 @@ def main() -> None:
     from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics
     from lfo_cli.train.trainer import REPLY_MASK, WM_COLUMN, DualLoRAGRPOTrainer
     from lfo_cli.train.wm_batches import build_wm_batches, plan_cost, shared_token_floor
+    from lfo_cli.worlds import world_class
 
     torch.set_num_threads(a.threads)
     set_seed(a.seed)
@@ -147,6 +148,7 @@ def main() -> None:
         cfg2.trainer.pop("steps_per_generation", None)  # one generation per step, as TRL's default
         trainer = DualLoRAGRPOTrainer(
             model=model, args=cfg2.training_args(str(out)), train_dataset=data, processing_class=tok,
+            world=world_class("customer_service"),
             environment_factory=make_env_factory(world, seed=a.seed),
         )
         trainer.current_gradient_accumulation_steps = steps

@@ -27,6 +27,7 @@ from typing import ClassVar
 
 import torch
 
+from lfo_cli.errors import LfoError
 from lfo_cli.models.reply_mask import reply_token_mask
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, active
 from lfo_cli.train.normalise import LEGACY, NORMALISERS, Normaliser, ObsTokens, TokenMean
@@ -39,14 +40,21 @@ from lfo_cli.train.rollout_record import (
     RolloutRecord,
     StepWMMetrics,
     examples_from_environment,
+    examples_from_tokens,
     gather_by_prompt,
     observation_of,
     tool_of,
+    tool_replies,
     turn_ids,
 )
 from lfo_cli.train.wm_batches import build_wm_batches
 from lfo_cli.train.wm_loss import can_share_prefix, world_model_sums
-from lfo_cli.worlds import DEFAULT_KIND, World, world_class
+from lfo_cli.worlds import World
+
+TOOL_RESPONSES = "tool_responses"  # wm.targets: the tool replies TRL inserted into the completions
+NO_WORLD = ("wm.targets=world builds the world model's examples from an lfo World's transition log, and the trainer "
+            "got no world: pass world= (a lfo_cli.worlds.World) to DualLoRAGRPOTrainer, or set "
+            "wm.targets=tool_responses to learn the tool replies TRL inserts into the rollouts")
 
 OBJECTIVES: dict[str, type[WorldModelObjective]] = {}  # wm.coupling -> its objective, filled as classes are defined
 
@@ -72,13 +80,75 @@ class WorldModelObjective:
 
     def __init__(self, wm, tokenizer, *, total: Callable[[float | torch.Tensor], torch.Tensor],
                  device: torch.device | str = "cpu", world: type[World] | None = None):
-        world = world_class(DEFAULT_KIND) if world is None else world  # whose rollouts: its tools, its example format
+        # world: whose rollouts (its tools, its example format); wm.targets=tool_responses needs none
         self.wm, self.tokenizer, self.world, self.total, self.device = wm, tokenizer, world, total, device
         self.normaliser = self.normaliser_class(wm.normalize)()
-        if wm.predict not in world.predict_tools:
-            raise ValueError(f"wm.predict={wm.predict} is not one of the {world.kind} world's: "
-                             f"{', '.join(world.predict_tools)}")
-        self.tools = world.predict_tools[wm.predict]  # the tools whose replies the world model predicts
+        # TRL's messages of each rollout's completion (one list per row, its tool replies the `role: tool` ones),
+        # set by the trainer before :meth:`collect` (wm.targets=tool_responses reads them).
+        self.conversations: Sequence[Sequence] | None = None
+        self.tools: tuple[str, ...] | None  # the tools whose replies the world model predicts (None: every tool)
+        if wm.targets == TOOL_RESPONSES:
+            self.tools = None if wm.tools is None else tuple(wm.tools)
+        elif world is None:
+            if wm.coef > 0:
+                raise LfoError(NO_WORLD)
+            self.tools = ()
+        else:
+            if wm.predict not in world.predict_tools:
+                raise ValueError(f"wm.predict={wm.predict} is not one of the {world.kind} world's: "
+                                 f"{', '.join(world.predict_tools)}")
+            self.tools = world.predict_tools[wm.predict]
+
+    def check_tools(self, available: Sequence[str]) -> None:
+        """wm.targets=tool_responses: the trainer has tools, and ``wm.tools`` names only tools it has."""
+        if self.wm.targets != TOOL_RESPONSES:
+            return
+        if not available:
+            raise LfoError("wm.targets=tool_responses learns the replies of the tools TRL calls, and this trainer has "
+                           "none: pass environment_factory= or tools= to it")
+        unknown = [t for t in self.tools or () if t not in available]
+        if unknown:
+            raise LfoError(f"wm.tools names {', '.join(unknown)}, which this trainer has no tool of (its tools: "
+                           f"{', '.join(available)}): name those, or set wm.tools=null for every tool")
+
+    def learns(self, tool: str | None) -> bool:
+        """Whether the world model learns the replies of ``tool``."""
+        return self.tools is None or tool in self.tools
+
+    def replies(self, row: int, environments: Sequence) -> list[tuple[str, bool]]:
+        """Every tool reply of one rollout, in order, as ``(text, learned)``: from TRL's messages
+        (wm.targets=tool_responses) or the rollout's environment's transition log (wm.targets=world)."""
+        if self.wm.targets == TOOL_RESPONSES:
+            return tool_replies(self.conversations[row] if self.conversations else (), self.learns)
+        env = environments[row] if environments else None
+        return [(observation_of(t), self.learns(tool_of(t))) for t in getattr(env, "transitions", None) or []]
+
+    def reply_masks(self, output: dict, environments: Sequence) -> torch.Tensor:
+        """(B, C) mask of the learned tools' reply tokens inside each rollout's completion (TRL's ``tool_mask``
+        is 0 on them and the chat template's tokens around them)."""
+        completion_ids, width = output["completion_ids"], output["completion_ids"].size(1)
+        tool_mask = output.get("tool_mask")
+        masks = torch.zeros_like(completion_ids)
+        if tool_mask is None or not (environments or self.conversations):
+            return masks
+        for i in range(completion_ids.size(0)):
+            row = reply_token_mask(self.tokenizer, completion_ids[i].tolist(), tool_mask[i].tolist(),
+                                   self.replies(i, environments))
+            masks[i, :width] = torch.tensor(row[:width], dtype=masks.dtype)
+        return masks * output["completion_mask"]
+
+    def no_targets(self, steps: int) -> str:
+        """The error that stops a run after ``steps`` optimizer steps in a row without a target token."""
+        head = f"no world-model target token in {steps} optimizer steps in a row: "
+        tail = (", or set wm.coef=0 for a run without the term (wm.stop_without_targets=0 lets a run go on "
+                "without targets)")
+        if self.wm.targets == TOOL_RESPONSES:
+            which = "any tool" if self.tools is None else f"the tools wm.tools names ({', '.join(self.tools)})"
+            return (head + f"the rollouts hold no reply of {which}. Set wm.tools to tools the agent calls (null: "
+                    "every tool) or leave max_completion_length room for a tool call" + tail)
+        return (head + f"the rollouts hold no reply of the tools wm.predict={self.wm.predict} names "
+                f"({', '.join(self.tools or ())}). Set wm.predict to tools the agent calls (the {self.world.kind} "
+                f"world's: {', '.join(self.world.predict_tools)}) or wm.targets=tool_responses" + tail)
 
     # Tests replace how a rollout's environment becomes world-model examples: (env, tools) -> examples.
     examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None
@@ -130,7 +200,13 @@ class _ExampleObjective(WorldModelObjective):
     own_forward = True
     def collect(self, output: dict, environments: Sequence) -> None:
         n = output["completion_ids"].size(0)
-        column = [self.examples(env) for env in environments] if environments else [[] for _ in range(n)]
+        if self.wm.targets == TOOL_RESPONSES:  # each reply after the conversation that led to it, as TRL tokenised it
+            masks = self.reply_masks(output, environments).tolist()
+            column = [examples_from_tokens(self.tokenizer, [t for t, m in zip(p, pm, strict=True) if m], c, r)
+                      for p, pm, c, r in zip(output["prompt_ids"].tolist(), output["prompt_mask"].tolist(),
+                                             output["completion_ids"].tolist(), masks, strict=True)]
+        else:
+            column = [self.examples(env) for env in environments] if environments else [[] for _ in range(n)]
         if len(column) != n:
             raise RuntimeError(f"{len(column)} environments for {n} rollouts")
         prompts = [tuple(t for t, m in zip(ids, mask, strict=True) if m)
@@ -225,19 +301,6 @@ class Shared(WorldModelObjective):
             if value >= float(threshold):
                 keep[b] |= (turns[b] == -k).to(keep.dtype)
         return keep * reply_mask
-
-    def reply_masks(self, output: dict, environments: Sequence) -> torch.Tensor:
-        """(B, C) mask of the predicted tools' reply tokens inside each rollout's completion."""
-        completion_ids, width = output["completion_ids"], output["completion_ids"].size(1)
-        tool_mask = output.get("tool_mask")
-        masks = torch.zeros_like(completion_ids)
-        if tool_mask is None or not environments:
-            return masks
-        for i, env in enumerate(environments):
-            replies = [(observation_of(t), tool_of(t) in self.tools) for t in getattr(env, "transitions", [])]
-            row = reply_token_mask(self.tokenizer, completion_ids[i].tolist(), tool_mask[i].tolist(), replies)
-            masks[i, :width] = torch.tensor(row[:width], dtype=masks.dtype)
-        return masks * output["completion_mask"]
 
     def observe_policy_forward(self, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
         self._logps, self._entropies = logps, entropies

@@ -16,9 +16,12 @@ they travel with their rows through TRL's split, and reads them back per micro-b
   normaliser averages over (examples or reply tokens). TRL hands a 0-d tensor to every micro-batch whole,
   as it does ``num_items_in_batch``.
 
-The examples come from each rollout's environment (``trainer.environments``, one per row, in row order),
-whose transition log holds the state, the action and the reply of every call; the world formats them
-(:meth:`lfo_cli.worlds.World.world_model_example`).
+With ``wm.targets: world`` the examples come from each rollout's environment (``trainer.environments``, one per
+row, in row order), whose transition log holds the state, the action and the reply of every call; the world
+formats them (:meth:`lfo_cli.worlds.World.world_model_example`). With ``wm.targets: tool_responses`` they come
+from the rollout itself: the tool replies TRL appended as ``role: tool`` messages (:func:`tool_replies`), found
+among the completion's tokens that ``tool_mask`` marks 0, each after the conversation that led to it
+(:func:`examples_from_tokens`).
 """
 
 from __future__ import annotations
@@ -87,6 +90,34 @@ def examples_from_environment(env, tools: Sequence[str], example_of: Callable[[o
     transition log; ``example_of`` is the world's (:meth:`lfo_cli.worlds.World.world_model_example`)."""
     transitions = getattr(env, "transitions", None) or []
     return [example_of(t) for t in transitions if tool_of(t) in tools]
+
+
+def tool_replies(messages: Sequence, learns: Callable[[str | None], bool]) -> list[tuple[str, bool]]:
+    """The tool replies TRL appended to one rollout's completion, in order, as ``(text, learns(tool))``: its
+    ``{"role": "tool", "name": ..., "content": str(result)}`` messages (multimodal replies, lists of parts, have
+    no one text and are left out)."""
+    return [(m["content"], learns(m.get("name"))) for m in messages
+            if isinstance(m, Mapping) and m.get("role") == "tool" and isinstance(m.get("content"), str)]
+
+
+def examples_from_tokens(tokenizer, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                         mask: Sequence[int]) -> list[Example]:
+    """World-model examples from a rollout's own tokens: one per run of ``mask`` (the learned replies' tokens in
+    the completion), its input the prompt and the conversation before the reply, as TRL tokenised them, and the
+    reply its target (text, target span; :func:`~lfo_cli.train.wm_batches.tokenize_example` tokenises both)."""
+    ids, out, i = [*prompt_ids, *completion_ids], [], 0
+    while i < len(mask):
+        if not mask[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(mask) and mask[j]:
+            j += 1
+        context = tokenizer.decode(ids[: len(prompt_ids) + i])
+        target = tokenizer.decode(ids[len(prompt_ids) + i : len(prompt_ids) + j])
+        out.append((context + target, (len(context), len(context) + len(target))))
+        i = j
+    return out
 
 
 def gather_by_prompt(column: Sequence[list[Example]], keys: Sequence[object]) -> list[list[Example]]:

@@ -8,7 +8,8 @@ TRL and transformers methods overridden. The private ones (marked) are internals
 or change; ``tests/train`` exercises each against the pinned TRL 1.16:
 
 * ``__init__`` — builds the objective for the run's world (``world=``, a :class:`lfo_cli.worlds.World`;
-  default the customer-service world), adds the surprise bonus as a reward function
+  ``wm.targets: tool_responses`` needs none, and without either a world-model term is an error), checks
+  ``wm.tools`` against the trainer's tools, adds the surprise bonus as a reward function
   (``wm.intrinsic=surprise``), checks the adapters and registers the optimizer-step callback.
 * ``_generate_single_turn`` (private) — with ``trainer.sampler: lfo`` (the default) and plain sampling on
   one process (no vLLM, top-k/top-p/min-p or repetition penalty, no DeepSpeed/FSDP, text only), one
@@ -17,9 +18,11 @@ or change; ``tests/train`` exercises each against the pinned TRL 1.16:
   ``trainer.rollout_dropout: false`` the turn is sampled in eval mode and reads only what the
   conversation added since the row's last turn (its keys and values are kept between TRL's calls).
   Otherwise TRL's own.
+* ``_generate`` (private) — TRL's, unchanged; keeps its completions as TRL's messages (the tool replies it
+  inserted, read by ``wm.targets: tool_responses``) for the generation's rollout record.
 * ``_generate_and_score_completions`` (private) — after TRL's multi-turn tool rollouts, the objective adds
   its rollout record (:mod:`lfo_cli.train.rollout_record`): world-model examples from each rollout's
-  environment, or the reply-token masks, and the generation's total of its normaliser's units. TRL's
+  environment or its own tokens, or the reply-token masks, and the generation's total of its normaliser's units. TRL's
   shuffle and split into gradient-accumulation micro-batches carry the columns along. The kept keys and
   values are dropped here.
 * ``compute_loss`` — calls ``super()`` for the policy loss on every step that updates the policy; on a
@@ -97,6 +100,11 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         if self._wm_enabled and self.objective.has_adapter and WORLD_MODEL not in getattr(self.model, "peft_config", {}):
             raise ValueError(f"wm.coef > 0 with wm.coupling={self.args.wm.coupling} needs a PeftModel with a "
                              f"'{WORLD_MODEL}' adapter")
+        if self._wm_enabled:
+            self.objective.check_tools([getattr(t, "__name__", str(t)) for t in self.tools or []])
+        self._conversations: list | None = None  # the last generation's completions as TRL's messages, per row
+        self._step_targets: float | None = None  # the optimizer step's world-model target tokens (None: no term)
+        self._steps_without_targets = 0  # optimizer steps in a row whose batch held no target token
         self._wm_step = StepWMMetrics()  # the current optimizer step's, logged by log_wm_step
         self._preclip: tuple[float, float] | None = None
         self._rl_split: tuple[float, float] | None = None
@@ -135,11 +143,22 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         return completions, None
 
     # ---- rollouts: the objective keeps what its loss reads (the rollout record) ---------------------
+    def _generate(self, prompts):
+        """TRL's generation, keeping each rollout's completion as TRL's messages (the tool replies it inserted)."""
+        result = super()._generate(prompts)
+        self._conversations = result[3]
+        return result
+
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         self._rollout_kv = []
+        conversations, self._conversations = self._conversations, None
         if self._wm_enabled:
-            self.objective.collect(output, getattr(self, "environments", None) or [])
+            self.objective.conversations = conversations if isinstance(conversations, list) else None
+            try:
+                self.objective.collect(output, getattr(self, "environments", None) or [])
+            finally:
+                self.objective.conversations = None
         return output
 
     def _total(self, local) -> torch.Tensor:
@@ -234,6 +253,8 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         part = StepWMMetrics()  # this micro-batch's share of the step's world-model metrics
         if self._wm_enabled and update_wm:
             wm_loss, units = self.objective.loss(model, record, part)
+            if mode == "train":
+                self._step_targets = (self._step_targets or 0.0) + part.targets
             if wm_loss is not None:
                 term = self.args.wm.coef * wm_loss * self._wm_share(units, record.units, mode)
                 if mode == "train" and self._should_probe(step):
@@ -284,6 +305,7 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
         accelerate's backward already steps the engine, so ``.grad`` is empty here and the norms would read
         a false 0 (seen on a GPU with ZeRO-2). Such runs log DeepSpeed's global ``grad_norm`` and the
         autograd probe ``grad_norm/policy_from_wm``, not the per-adapter norms."""
+        self._count_targets()
         if self.is_deepspeed_enabled:
             self.log_wm_step()
             return
@@ -307,6 +329,21 @@ class DualLoRAGRPOTrainer(GRPOTrainer):
             metrics[rr.GRAD_POLICY_OVER_WM].append(ratio)
             metrics[rr.WARN_POLICY_DOMINATES].append(float(ratio > self.RATIO_LIMIT))
             metrics[rr.WARN_WM_DOMINATES].append(float(ratio < 1.0 / self.RATIO_LIMIT))
+
+    def _count_targets(self) -> None:
+        """A step whose batch (over all processes) held no world-model target token logs ``wm/target_tokens`` 0;
+        ``wm.stop_without_targets`` such steps in a row stop the run with one line naming the setting to change."""
+        targets, self._step_targets = self._step_targets, None
+        if targets is None:  # no world-model term this step (baseline, or the schedule skipped it)
+            return
+        if float(self._total(targets)) > 0:
+            self._steps_without_targets = 0
+            return
+        self._metrics["train"][rr.WM_TARGET_TOKENS].append(0.0)
+        self._steps_without_targets += 1
+        limit = self.args.wm.stop_without_targets
+        if limit and self._steps_without_targets >= limit:
+            raise LfoError(self.objective.no_targets(limit))
 
     # The RL part counts as zero below this share of the policy's whole gradient: float round-off of
     # (whole - world-model part) when every group had zero reward variance.

@@ -16,6 +16,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.train.normalise import NORMALIZE_CHOICES
 from lfo_cli.train.objectives import OBJECTIVES, objective_class
 
+TARGETS = ("world", "tool_responses")  # wm.targets: the world's examples, or the tool replies TRL inserted
 SCHEDULE_RE = re.compile(r"^(joint|alternating|wm_first:(\d+)|hierarchical:(\d+))$")
 
 
@@ -61,9 +62,28 @@ class WorldModelSettings:
     )
     predict: str = field(
         default="phone",
-        metadata={"help": "Which tool replies the world model predicts, by the world's names (`World.predict_tools`). "
+        metadata={"help": "wm.targets=world: which tool replies the world model predicts, by the world's names (`World.predict_tools`). "
                   "customer_service: phone (make_phone_call only, the design), phone_form (and auth_info_form) "
                   "or all (every tool)."},
+    )
+    targets: Literal["world", "tool_responses"] = field(
+        default="world",
+        metadata={"help": "Where the world model's targets come from. world: each call's example built from the lfo "
+                  "World's transition log (its template; wm.predict names the tools). tool_responses: the tool "
+                  "replies TRL itself inserted into the completions (its tool_mask), after the conversation that "
+                  "led to them; needs no lfo World and no transition log (wm.tools names the tools)."},
+    )
+    tools: list[str] | None = field(
+        default=None,
+        metadata={"help": "wm.targets=tool_responses only: the tools whose replies the world model learns, by the "
+                  "names TRL gives them (the environment's public methods, or the tools= functions). null: every "
+                  "tool."},
+    )
+    stop_without_targets: int = field(
+        default=5,
+        metadata={"help": "Stop the run with an error after this many optimizer steps in a row whose batch held no "
+                  "world-model target token (the term would be a silent zero); 0: never stop. Each such step logs "
+                  "wm/target_tokens 0."},
     )
     coupling: str = field(  # the objectives' registry (lfo_cli.train.objectives), checked in validate()
         default="separate",
@@ -152,6 +172,17 @@ class WorldModelSettings:
         if self.learning_rate is not None and self.learning_rate <= 0:
             raise LfoError(f"wm.learning_rate must be > 0 or null, got {self.learning_rate}")
         Schedule.parse(self.schedule)
+        if self.targets not in TARGETS:
+            raise LfoError(f"wm.targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
+        if self.tools is not None:
+            if self.targets != "tool_responses":
+                raise LfoError("wm.tools names the tools of wm.targets=tool_responses; with wm.targets=world the "
+                               "world's wm.predict names them (drop wm.tools, or set wm.targets=tool_responses)")
+            if isinstance(self.tools, str) or not self.tools or not all(isinstance(t, str) and t for t in self.tools):
+                raise LfoError(f"wm.tools must be a non-empty list of tool names or null (every tool), got "
+                               f"{self.tools!r}")
+        if self.stop_without_targets < 0:
+            raise LfoError(f"wm.stop_without_targets must be >= 0 (0 = never stop), got {self.stop_without_targets}")
         if self.gate_quantile is not None:
             if not 0.0 <= self.gate_quantile < 1.0:
                 raise LfoError(f"wm.gate_quantile must be in [0, 1) or null, got {self.gate_quantile}")
@@ -163,6 +194,9 @@ class WorldModelSettings:
             raise LfoError(f"wm.coupling={self.coupling} has a single adapter; use wm.schedule=joint with it")
         if self.intrinsic == "surprise" and self.coef == 0:
             raise LfoError("wm.intrinsic=surprise needs a trained world model: set wm.coef > 0")
+        if self.intrinsic == "surprise" and self.targets != "world":
+            raise LfoError("wm.intrinsic=surprise scores each call's example from the world's transition log: it "
+                           "needs wm.targets=world")
         if self.intrinsic == "surprise" and not objective.own_forward:
             raise LfoError(f"wm.intrinsic=surprise scores calls with a world model of its own; wm.coupling="
                            f"{self.coupling} has none (use separate or stacked)")

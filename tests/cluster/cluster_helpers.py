@@ -43,7 +43,8 @@ def write_grid(root: Path, name: str, steps: int = 3, seeds=(0, 1), cells=None) 
         "set": {"model.name": str(root / "model"), "model.warmstart": None, "data.dir": str(root / "data"),
                 "eval.every": 0, "lora.r": 4, "lora.alpha": 8, "trainer.max_steps": steps, "trainer.save_steps": 1,
                 "trainer.max_completion_length": 24, "trainer.per_device_train_batch_size": 4,
-                "trainer.num_generations": 2, "trainer.logging_steps": 1},
+                "trainer.num_generations": 2, "trainer.logging_steps": 1,
+                "wm.stop_without_targets": 0},  # the random tiny model calls no tool: no world-model target
         "cells": cells or [{"id": "base", "wm.coef": 0.5}],
     }
     path = root / f"{name}.yaml"

@@ -78,7 +78,8 @@ def rollouts(tokenizer, n: int = 8, seed: int = 0):
             ids, mask = ids + toks, mask + [flag] * len(toks)
         completions.append(ids[:900])
         tool_masks.append(mask[:900])
-        envs.append(SimpleNamespace(transitions=[_Transition(t) for t in traj["transitions"]]))
+        # messages: the completion as TRL's messages (what wm.targets=tool_responses reads)
+        envs.append(SimpleNamespace(transitions=[_Transition(t) for t in traj["transitions"]], messages=msgs[2:]))
     width_p, width_c = max(map(len, prompts)), max(map(len, completions))
     pad = tokenizer.pad_token_id
 
@@ -113,8 +114,18 @@ def _adapter_stats(model) -> dict[str, float]:
     return out
 
 
-def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
-    """Three steps of one coupling/schedule on fixed rollouts; one row of values per step."""
+def make_phone_call(phone_number: str) -> str:
+    """Call a department (the customer-service tool by name, for a trainer whose targets are TRL's tool replies).
+
+    Args:
+        phone_number: The department's number.
+    """
+    raise NotImplementedError("the golden rollouts are fixed; no tool runs")
+
+
+def run_case(coupling: str, schedule: str, tmp_dir: Path, **wm) -> list[dict]:
+    """Three steps of one coupling/schedule on fixed rollouts; one row of values per step. ``wm``: other
+    world-model settings (the golden values are recorded without)."""
     from unittest import mock
 
     from datasets import Dataset
@@ -125,6 +136,7 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
     from lfo_cli.train.objectives import objective_class
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
     from lfo_cli.train.wm_settings import WorldModelSettings
+    from lfo_cli.worlds import world_class
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -136,16 +148,19 @@ def run_case(coupling: str, schedule: str, tmp_dir: Path) -> list[dict]:
                           use_cpu=True, logging_steps=1, save_strategy="no", warmup_steps=0, max_grad_norm=1.0,
                           loss_length_groups=1,  # TRL's one forward, as recorded (grouping: test_sampling.py)
                           wm=WorldModelSettings(coef=0.5, coupling=coupling, schedule=schedule, grad_probe_every=1,
-                                                normalize=NORMALIZE))
+                                                normalize=NORMALIZE, **wm))
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "call"}]] * 8})
     trainer = DualLoRAGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-                                  args=args, train_dataset=data, processing_class=tokenizer)
+                                  args=args, train_dataset=data, processing_class=tokenizer,
+                                  world=world_class("customer_service"),
+                                  tools=[make_phone_call] if wm.get("targets") == "tool_responses" else None)
     trainer.current_gradient_accumulation_steps = 1
     optimizer = trainer.create_optimizer()
     rows = []
     for step in range(STEPS):
         output, envs = rollouts(tokenizer, seed=step)
         trainer.environments = envs
+        trainer._conversations = [env.messages for env in envs]  # as the trainer's `_generate` keeps TRL's
         with mock.patch.object(GRPOTrainer, "_generate_and_score_completions", lambda self, inputs, o=output: dict(o)):
             inputs = trainer._generate_and_score_completions(None)
         trainer.model.train()

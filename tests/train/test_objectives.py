@@ -17,6 +17,7 @@ from tiny import tiny_tokenizer  # noqa: E402
 from lfo_cli.train.normalise import NORMALISERS, ObsTokens, TokenMean  # noqa: E402
 from lfo_cli.train.objectives import COUPLINGS, OBJECTIVES, Separate, Shared, Stacked, objective_class  # noqa: E402
 from lfo_cli.train.wm_settings import WorldModelSettings  # noqa: E402
+from lfo_cli.worlds import world_class  # noqa: E402
 
 LFO = Path(__file__).resolve().parents[2] / "lfo_cli"
 
@@ -39,7 +40,8 @@ def test_shared_normalisations_on_hand_made_log_probs_and_reply_masks(normalize,
 
     logps = torch.tensor([[-1.0, -9.0, -3.0], [-7.0, -6.0, -8.0], [-5.0, -5.0, -5.0]], requires_grad=True)
     mask = torch.tensor([[1, 0, 1], [0, 1, 0], [0, 0, 0]])
-    objective = Shared(WorldModelSettings(coupling="shared", normalize=normalize), tokenizer=None, total=torch.as_tensor)
+    objective = Shared(WorldModelSettings(coupling="shared", normalize=normalize), tokenizer=None, total=torch.as_tensor,
+                       world=world_class("customer_service"))
     objective.observe_policy_forward(logps, None)
     part = StepWMMetrics()
     loss, n = objective.loss(None, RolloutRecord(reply_mask=mask), part)
@@ -193,7 +195,8 @@ def test_the_entropy_gate_keeps_the_replies_to_the_uncertain_turns():
     turns = torch.tensor([turn_ids(t, c, r) for t, c, r in zip(tool, real, reply, strict=True)])
     assert turns.tolist() == [[1, 1, -1, -1, 2, -2], [1, -1, -1, 0, 0, 0]]
     entropies = torch.tensor([[2.0, 2.0, 9.0, 9.0, 0.1, 9.0], [1.0, 9.0, 9.0, 9.0, 9.0, 9.0]])
-    objective = Shared(WorldModelSettings(coupling="shared", gate_quantile=0.5), tokenizer=None, total=torch.as_tensor)
+    objective = Shared(WorldModelSettings(coupling="shared", gate_quantile=0.5), tokenizer=None, total=torch.as_tensor,
+                       world=world_class("customer_service"))
     kept = objective.gate_mask(entropies, turns, torch.tensor(reply))
     assert kept.tolist() == [[0, 0, 1, 1, 0, 0], [0, 1, 1, 0, 0, 0]]
     logps = -torch.arange(1.0, 13.0).reshape(2, 6)

@@ -37,6 +37,7 @@ def train_cmd(root: Path, out: Path, steps: int, *extra: str, **sets_: str) -> l
         "eval.every": "0", "lora.r": "4", "lora.alpha": "8", "wm.grad_probe_every": "1",
         "trainer.max_steps": str(steps), "trainer.save_steps": "1", "trainer.max_completion_length": "24",
         "trainer.per_device_train_batch_size": "4", "trainer.num_generations": "2", "trainer.logging_steps": "1",
+        "wm.stop_without_targets": "0",  # the random tiny model calls no tool: no world-model target, by design here
     }
     sets.update({k.replace("__", "."): v for k, v in sets_.items()})
     cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(out)]

@@ -26,6 +26,7 @@ from lfo_cli.train.config import DualLoRAConfig  # noqa: E402
 from lfo_cli.train.trainer import WM_COLUMN, DualLoRAGRPOTrainer  # noqa: E402
 from lfo_cli.train.wm_batches import IGNORE_INDEX, build_batch  # noqa: E402
 from lfo_cli.train.wm_settings import Schedule, WorldModelSettings  # noqa: E402
+from lfo_cli.worlds import world_class  # noqa: E402
 
 WM_TEXT = (
     "<|state|>\nTask: call billing\nStep: 2\nPrevious Actions:\n- search_company: the rep\nCollected Auth: {}\n"
@@ -66,7 +67,8 @@ def make_trainer(tokenizer, tmp_path, cls=DualLoRAGRPOTrainer, dual=True, **cfg)
     defaults.update(cfg)
     args = args_cls(**defaults)
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "the rep said"}]] * 8})
-    trainer = cls(model=model, reward_funcs=reward_len, args=args, train_dataset=data, processing_class=tokenizer)
+    world = {"world": world_class("customer_service")} if cls is DualLoRAGRPOTrainer else {}
+    trainer = cls(model=model, reward_funcs=reward_len, args=args, train_dataset=data, processing_class=tokenizer, **world)
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop; we drive compute_loss directly
     return trainer
 
