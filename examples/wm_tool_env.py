@@ -11,14 +11,7 @@ import re
 import sys
 
 from datasets import Dataset
-
-from lfo_cli.api import (
-    DualLoRAConfig,
-    DualLoRAGRPOTrainer,
-    LoraSettings,
-    WorldModelSettings,
-    attach_dual_lora,
-)
+from lfo_cli.api import DualLoRAConfig, DualLoRAGRPOTrainer, LoraSettings, WorldModelSettings, attach_dual_lora
 
 TASK = "A hidden rule f(x) = a*x + b. Call probe to see f at a few numbers, then answer: f(10) = ?"
 STACKED_LAMBDA = 0.015  # stacked's calibrated lambda in lfo's reading study (docs/api.md: calibrate your own)
