@@ -18,7 +18,14 @@ from lfo_cli.report.calibration import CalibrationRule, calibrate
 from lfo_cli.train.adapters import POLICY, WORLD_MODEL, LoraSettings, attach_dual_lora
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.normalise import Normaliser, ObsTokens, TokenMean
-from lfo_cli.train.objectives import Separate, Shared, Stacked, WorldModelObjective, couplings, objective_class
+from lfo_cli.train.objectives import (
+    Separate,
+    Shared,
+    Stacked,
+    WorldModelObjective,
+    couplings,
+    objective_class,
+)
 from lfo_cli.train.trainer import DualLoRAGRPOTrainer
 from lfo_cli.train.wm_settings import WorldModelSettings
 

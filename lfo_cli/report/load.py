@@ -33,14 +33,16 @@ from lfo_cli.io import iter_jsonl, read_json
 # keys that never define a condition (bookkeeping), per kind
 IGNORED = {
     "grpo": {"seed", "wm.grad_probe_every", "trainer.logging_steps", "trainer.save_steps", "trainer.save_total_limit",
-             "trainer.dataloader_num_workers", "eval.save_trajectories_every", "kind"},
+             "trainer.dataloader_num_workers", "eval.save_trajectories_every", "kind",
+             "wm.stop_without_targets"},  # a guard that stops a run, never a setting of its result
     "wmil": {"seed", "log_every", "save_every", "threads", "parent_timeout", "parent_max_retries"},
 }
 # Options added after runs were recorded, with the value those runs had: a run without the key counts as
 # having this value, so it pools with new runs of the same condition.
-LATER_DEFAULTS = {"env.kind": "customer_service"}
+LATER_DEFAULTS = {"env.kind": "customer_service", "wm.targets": "world", "wm.tools": None}
 # world-model keys that mean nothing when wm.coef == 0 (blanked so baselines pool)
-WM_ONLY = ("wm.predict", "wm.coupling", "wm.normalize", "wm.learning_rate", "wm.max_length", "wm.max_examples")
+WM_ONLY = ("wm.predict", "wm.coupling", "wm.normalize", "wm.learning_rate", "wm.max_length", "wm.max_examples",
+           "wm.targets", "wm.tools")
 BLANK = "-"
 
 
