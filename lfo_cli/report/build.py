@@ -1,7 +1,7 @@
 """`lfo report`: run dirs -> tidy table, figures (PNG + CSV), tables and ``index.md``.
 
 Every number in ``index.md`` is computed here from the runs on disk; when the data cannot support a
-statement the text says so ("not reached", "insufficient runs", "no detectable effect"). Output is
+statement the text says so ("not reached", "insufficient runs", "no effect detected"). Output is
 deterministic: sorted rows, fixed float formats, fixed bootstrap seeds and PNGs without a software
 or date stamp, so re-running on the same runs gives byte-identical files.
 """

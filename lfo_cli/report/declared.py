@@ -26,9 +26,11 @@ the secondary AUC difference; the tasks-to-threshold ratio on the primary outcom
 mean start + half its mean gain) or its bound; step 0 of the primary outcome and the AUC of its gain over step 0
 (for arms that start from another warm start); the median world-model / RL gradient ratio; the mechanism
 metrics, start and end; with ``by`` (an episode field of the validation files, e.g. ``departments``), the primary
-outcome per value of its first element at the last evaluation. The positive control is *detected* when its interval
-excludes 0 on the side it was chosen for (``positive_control_effect``), with a note when Holm's correction over the
-arms takes that away; otherwise the report says the design lacked power for that effect. With
+outcome per value of its first element at the last evaluation. Every arm's verdict, the positive control's included,
+follows the one rule of :mod:`lfo_cli.report.verdict` (the Holm-adjusted paired t-test decides); the control is
+*detected* when its verdict lies on the side it was chosen for (``positive_control_effect``), otherwise the report
+says the design lacked power for that effect. :mod:`lfo_cli.report.sensitivity` adds leave-one-seed-out verdicts,
+the paired step-0 and gain differences, warm-start skill as a covariate and the resumed runs. With
 ``equivalence_margin`` each arm is also tested for equivalence with the reference (TOST: equivalent when the paired
 (1 - 2 alpha) t-interval lies inside +-margin; different when the (1 - alpha) interval excludes 0).
 """
@@ -41,11 +43,13 @@ import statistics
 
 from lfo_cli import stats
 from lfo_cli.eval import comparison
+from lfo_cli.report import verdict
 from lfo_cli.report.declared_runs import ArmRun, arm_run, breakdown
-from lfo_cli.report.format import est, finite, interval_side, num, pval
+from lfo_cli.report.format import est, finite, num, pval
 from lfo_cli.report.load import Run
 from lfo_cli.report.plan import PLAN_FILE, Plan
 from lfo_cli.report.run_stats import draw_band, mean_band
+from lfo_cli.report.sensitivity import sensitivity_section
 from lfo_cli.report.study import ratio_text
 
 THRESHOLD_FRACTION = 0.5  # tasks-to-threshold: the reference's mean start + this x its mean gain
@@ -102,7 +106,7 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
     base = runs[ref]
     threshold = comparison.reachable_threshold([r.primary_start for r in base], [r.primary_final for r in base],
                                                fraction=THRESHOLD_FRACTION)
-    rows = []
+    rows, diffs, final_diffs, pairs = [], {}, {}, {}
     for arm in arms:
         common = sorted(set(by_seed[ref]) & set(by_seed[arm]), key=lambda s: (s is None, s))
         # a pair is compared over the same evaluations (tasks seen) on both sides, or not at all: for `final`, the
@@ -113,6 +117,8 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
         t = [by_seed[arm][s] for s in seeds]
         diff, test = _paired([r.primary for r in t], [r.primary for r in b])
         d = [x.primary - y.primary for x, y in zip(t, b, strict=True)]
+        diffs[arm] = d
+        pairs[arm] = list(zip(seeds, t, b, strict=True))
         sd = statistics.stdev(d) if len(d) >= 2 else math.nan
         sd = sd if sd > 1e-12 else math.nan  # every pair moved by the same amount: no spread to size an effect by
         auc = comparison.paired_diff_ci([r.secondary_auc for r in t], [r.secondary_auc for r in b])
@@ -136,26 +142,34 @@ def declared_section(rep, plan: Plan, train: list[Run], pd, plt) -> None:
                              "tost_p": eq.p, "equivalent": eq.equivalent})
         if plan.statistic != "final":  # the outcome's level at the last evaluation, beside its mean over the run
             fin, ftest = _paired([r.primary_final for r in t], [r.primary_final for r in b])
+            final_diffs[arm] = [x.primary_final - y.primary_final for x, y in zip(t, b, strict=True)]
             rows[-1].update({"final_diff": fin.value, "final_low": fin.low, "final_high": fin.high,
                              "final_ttest_p": ftest.ttest_p, "final_wilcoxon_p": ftest.wilcoxon_p})
-    for key in ("ttest_p", "wilcoxon_p") + (("final_ttest_p", "final_wilcoxon_p") if plan.statistic != "final" else ()):
-        raw = [r[key] if finite(r[key]) else 1.0 for r in rows] + [1.0] * (family - len(rows))
-        for r, adj in zip(rows, stats.holm(raw), strict=False):
-            r[f"{key}_holm"] = adj if finite(r[key]) else math.nan
+    # the one verdict rule (lfo_cli.report.verdict): the Holm-adjusted paired t-test over the declared arms decides
+    verdicts = verdict.family(diffs, alpha=plan.alpha, size=family)
+    finals = verdict.family(final_diffs, alpha=plan.alpha, size=family) if final_diffs else {}
+    for r in rows:
+        v = verdicts[r["arm"]]
+        r.update({"ttest_p": v.p_raw, "wilcoxon_p": v.wilcoxon_p_raw, "ttest_p_holm": v.p, "wilcoxon_p_holm": v.wilcoxon_p, "wilcoxon_floor": verdict.wilcoxon_floor(
+            v.n, v.family), **v.as_dict()})
+        if r["arm"] in finals:
+            r.update({"final_ttest_p_holm": finals[r["arm"]].p, "final_wilcoxon_p_holm": finals[r["arm"]].wilcoxon_p})
     ref_row = {"start": _mean([r.primary_start for r in base]), "gain_auc": _mean([r.gain_auc for r in base]),
                "wm_over_rl_median": _median([r.wm_over_rl for r in base])}
     W.csv("declared_comparisons.csv", pd.DataFrame(rows, columns=list(rows[0]) if rows else ["arm"]))
-    sentences = _comparison_table(rep, plan, rows, ref_row, threshold)
+    sentences = _comparison_table(rep, plan, rows, ref_row, threshold, verdicts)
     _runs_table(rep, plan, runs, pd)
     if plan.by:
         _breakdown(rep, plan, runs, pd)
-    verdict = _positive_control(plan, rows)
-    if verdict:
-        rep.md.append(verdict + "\n")
+    control = _positive_control(plan, rows, verdicts)
+    if control:
+        rep.md.append(control + "\n")
     if plan.equivalence_margin is not None:
         sentences += _equivalence(rep, plan, rows)
+    sensitivity = sensitivity_section(rep, plan, pairs, runs, verdicts, family, pd) if pairs else {}
     rep.summary["declared"] = {"title": plan.title, "reference": ref, "primary": P, "threshold": threshold,
-                               "comparisons": rows, "sentences": sentences, "positive_control": verdict}
+                               "comparisons": rows, "sentences": sentences, "positive_control": control,
+                               "sensitivity": sensitivity}
 
 
 def _equivalence(rep, plan: Plan, rows: list[dict]) -> list[str]:
@@ -242,7 +256,8 @@ def _curves(rep, plan: Plan, runs: dict[str, list[ArmRun]], pd, plt) -> None:
                   "Data: `declared_curves.csv`.\n")
 
 
-def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshold: float) -> list[str]:
+def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshold: float,
+                      verdicts: dict[str, verdict.Verdict]) -> list[str]:
     final_col = plan.statistic != "final"
     e = lambda r, k: est({"value": r[f"{k}_diff" if k != "p_improvement" else k], "low": r[f"{k}_low"],  # noqa: E731
                           "high": r[f"{k}_high"], "n": r["pairs"]})
@@ -255,45 +270,35 @@ def _comparison_table(rep, plan: Plan, rows: list[dict], ref_row: dict, threshol
              f"| arm | pairs | {_label(plan)} diff [95% CI] | p (t, Holm) | p (Wilcoxon, Holm) | wins / losses | "
              "P(better) | " + (f"{plan.secondary} AUC diff | " if plan.secondary else "")
              + (f"`{plan.primary}` at the last evaluation diff [95% CI] (p t, Wilcoxon; Holm) | " if final_col else "")
-             + "tasks-to-threshold ratio reference/arm | step 0 | AUC of gain | median wm/rl | smallest detectable |",
+             + "tasks-to-threshold ratio reference/arm | step 0 | AUC of gain | median wm/rl | smallest detectable | "
+               "verdict |",
              "|---|---|---|---|---|---|---|" + ("---|" if plan.secondary else "") + ("---|" if final_col else "")
-             + "---|---|---|---|---|",
+             + "---|---|---|---|---|---|",
              f"| {plan.reference} (reference) | - | - | - | - | - | - | " + ("- | " if plan.secondary else "")
              + ("- | " if final_col else "")
-             + f"- | {num(ref_row['start'])} | {num(ref_row['gain_auc'])} | {num(ref_row['wm_over_rl_median'])} | - |"]
+             + f"- | {num(ref_row['start'])} | {num(ref_row['gain_auc'])} | {num(ref_row['wm_over_rl_median'])} | - | - |"]
     for r in rows:
         lines.append(
-            f"| {r['arm']} | {r['pairs']} | {e(r, 'primary')} | {pval(r['ttest_p_holm'])} | {pval(r['wilcoxon_p_holm'])} | "
+            f"| {r['arm']} | {r['pairs']} | {e(r, 'primary')} | {pval(r['ttest_p_holm'])} | {_wilcoxon(verdicts[r['arm']])} | "
             f"{r['wins']} / {r['losses']} | {e(r, 'p_improvement')} | "
             + (f"{e(r, 'secondary_auc')} | " if plan.secondary else "")
             + (f"{e(r, 'final')} ({pval(r['final_ttest_p_holm'])}, {pval(r['final_wilcoxon_p_holm'])}) | "
                if final_col else "")
             + f"{r['ratio_text']} | {num(r['start'])} | {num(r['gain_auc'])} | {num(r['wm_over_rl_median'])} | "
-            f"{num(r['mde'])} |")
+            f"{num(r['mde'])} | {verdicts[r['arm']].phrase()} |")
     sentences = []
     for r in rows:
-        p = r["ttest_p_holm"]
+        v = verdicts[r["arm"]]
         dropped = (f" ({r['pairs_dropped']} pair(s) left out: their evaluations differ from the reference's)"
                    if r["pairs_dropped"] else "")
-        if not finite(r["primary_diff"]) or r["pairs"] < 2:
-            sentences.append(f"{r['arm']}: insufficient seed pairs for a comparison{dropped}.")
+        if not v.tested:
+            sentences.append(f"{r['arm']}: {v.phrase()} on {_label(plan)}{dropped}.")
             continue
-        if not finite(p):
-            sentences.append(f"{r['arm']}: every pair differs from the reference by the same amount "
-                             f"({num(r['primary_diff'])}): no spread, so no t-test (Wilcoxon p, Holm-adjusted: "
-                             f"{pval(r['wilcoxon_p_holm'])}){dropped}.")
-        elif p < plan.alpha:
-            word = "above" if r["primary_diff"] > 0 else "below"
-            diff = est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})
-            sentences.append(f"{r['arm']}: {_label(plan)} {word} the reference (difference {diff}, Holm-adjusted "
-                             f"t-test p {pval(p)}){dropped}.")
-        else:
-            diff = est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})
-            raw = (" (its unadjusted interval excludes 0, Holm's correction over the arms does not)"
-                   if _side(r) else "")
-            sentences.append(f"{r['arm']}: no effect detected on {_label(plan)}{raw} (difference {diff}, "
-                             f"Holm-adjusted p {pval(p)}; this design detects about {num(r['mde'])} with 80% power)"
-                             f"{dropped}.")
+        diff = est({'value': r['primary_diff'], 'low': r['primary_low'], 'high': r['primary_high'], 'n': r['pairs']})
+        power = f"; this design detects about {num(r['mde'])} with 80% power" if v.side == 0 else ""
+        notes = "".join(f"; {n}" for n in v.notes())
+        sentences.append(f"{r['arm']}: {v.phrase()} on {_label(plan)}: difference {diff} over {r['pairs']} pairs"
+                         f"{notes}{power}{dropped}.")
     compared = {r["arm"] for r in rows}
     sentences += [f"{a}: no finished run to compare; it counts as p = 1 in Holm's family."
                   for a in plan.arms if a != plan.reference and a not in compared]
@@ -359,31 +364,29 @@ def _label(plan: Plan) -> str:
     return f"`{plan.primary}`" + (" (AUC)" if plan.statistic == "auc" else "")
 
 
-def _side(row: dict) -> str | None:
-    """"higher" or "lower" when the primary difference's interval excludes 0 on that side, else None."""
-    return {1: "higher", -1: "lower"}.get(interval_side(row["primary_low"], row["primary_high"]))
+def _wilcoxon(v: verdict.Verdict) -> str:
+    """Wilcoxon's Holm-adjusted p, or why it cannot pass at this many pairs (its floor at or above alpha)."""
+    if v.tested and not v.wilcoxon_reachable:
+        return f"cannot reach {v.alpha:g} (floor {pval(verdict.wilcoxon_floor(v.n, v.family))})"
+    return pval(v.wilcoxon_p)
 
 
-def _positive_control(plan: Plan, rows: list[dict]) -> str | None:
+def _positive_control(plan: Plan, rows: list[dict], verdicts: dict[str, verdict.Verdict]) -> str | None:
+    """The positive control, judged by the rule every arm faces (inside the Holm family)."""
     if not plan.positive_control:
         return None
     name = f"**Positive control** (`{plan.positive_control}`, chosen to make {_label(plan)} {plan.positive_control_effect})"
     row = next((r for r in rows if r["arm"] == plan.positive_control), None)
     if row is None or row["pairs"] < 2:
         return f"{name}: not enough paired seeds to judge."
+    v = verdicts[row["arm"]]
     ci = est({"value": row["primary_diff"], "low": row["primary_low"], "high": row["primary_high"], "n": row["pairs"]})
-    side = _side(row)
-    if side == plan.positive_control_effect:
-        p = row["ttest_p_holm"]
-        if not finite(p):
-            return f"{name}: detected, {ci}: every pair moved the same way by the same amount (no t-test to correct)."
-        if p >= plan.alpha:
-            return (f"{name}: detected, {ci} (its interval excludes 0), though not after Holm's correction over the "
-                    f"arms (p {pval(p)}): the design sees an effect of that size in one comparison, and a null for "
-                    "another arm under the family-wise test bounds a somewhat larger one.")
-        return f"{name}: detected, {ci}: the design sees an effect of that size."
-    if side:
-        return (f"{name}: it moved the outcome the other way ({ci}): not a control in this regime, so the design's "
-                "power is not shown by it.")
-    return (f"{name}: not detected ({ci}): the design lacked power for an effect of that size, so a null for another "
-            "arm bounds its effect only as loosely.")
+    phrase = v.control_phrase(plan.positive_control_effect)
+    notes = "".join(f"; {n}" for n in v.notes())
+    if phrase.startswith("detected"):
+        return f"{name}: {phrase}, {ci}{notes}: the design sees an effect of that size under the test every arm faces."
+    if phrase.startswith("moved"):
+        return (f"{name}: {phrase}, {ci}{notes}: not a control in this regime, so the design's power is not shown "
+                "by it.")
+    return (f"{name}: {phrase}, {ci}{notes}: the design lacked power for an effect of that size under the test every "
+            "arm faces, so a null for another arm bounds its effect only as loosely.")

@@ -2,13 +2,14 @@
 
 The design's headline claim: dual-LoRA needs fewer tasks than the baseline to reach a validation
 success threshold. Censored seeds (never reached) count at their last evaluation, so a mean may be a
-bound; a difference is called an effect only when its CI excludes zero and a paired test agrees.
+bound; a difference is called an effect by the one verdict rule (:mod:`lfo_cli.report.verdict`).
 """
 
 from __future__ import annotations
 
 from lfo_cli import run_record as rr
 from lfo_cli import stats
+from lfo_cli.report import verdict
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import est, num, pval
 from lfo_cli.report.format import finite as _finite
@@ -46,7 +47,7 @@ def efficiency_section(rep: Report, cs: Conditions, eff_df, eff_rows: list[dict]
 
     pairs = [(b, d) for b in conds if role[b] == "baseline" for d in conds
              if role[d] == "dual" and _matches(cvals[b], cvals[d], varying)]
-    ratio_rows, test_rows, headline = [], [], []
+    ratio_rows, test_rows, headline, auc_diffs = [], [], [], {}
     for b, d in pairs:
         sb, sd = by_cond[b], by_cond[d]
         for t in THRESHOLDS:
@@ -59,6 +60,8 @@ def efficiency_section(rep: Report, cs: Conditions, eff_df, eff_rows: list[dict]
         for metric, get in (("auc", lambda s: s.auc), ("final_success", lambda s: s.final.get(rr.VAL_SUCCESS))):
             pairs_ok = [(get(pd_[k]), get(pb[k])) for k in common if _finite(get(pd_[k])) and _finite(get(pb[k]))]
             res = stats.paired_test([a for a, _ in pairs_ok], [b_ for _, b_ in pairs_ok])
+            if metric == "auc":
+                auc_diffs[(b, d)] = [a - b_ for a, b_ in pairs_ok]
             test_rows.append({"baseline": b, "dual": d, "metric": metric, "comparison": "dual - baseline",
                               **res.as_dict()})
     ratio_df = pd.DataFrame(ratio_rows)
@@ -83,7 +86,9 @@ def efficiency_section(rep: Report, cs: Conditions, eff_df, eff_rows: list[dict]
                          f"{_ratio_reading(row)} |")
         rep.md.append("\n".join(lines))
         rep.md.append("\nPaired by seed (same seed = same validation tasks and sampling seeds), dual - baseline, "
-                      "Wilcoxon signed-rank (exact; with 3 pairs its smallest possible p is 0.25) and paired t-test:\n")
+                      "Wilcoxon signed-rank (exact; with n pairs it cannot fall below 2 / 2^n) and paired t-test, raw "
+                      "p-values; the verdicts in the summary follow the one verdict rule (docs/report.md): the t-test, "
+                      "Holm-adjusted over these comparisons.\n")
         lines = ["| baseline | dual | metric | n pairs | mean diff [95% CI] | wins/losses | Wilcoxon p | t-test p |",
                  "|---|---|---|---|---|---|---|---|"]
         for row in test_rows:
@@ -91,11 +96,12 @@ def efficiency_section(rep: Report, cs: Conditions, eff_df, eff_rows: list[dict]
                          f"{est({'value': row['mean_diff'], 'low': row['diff_low'], 'high': row['diff_high'], 'n': row['n']})} | "
                          f"{row['wins']}/{row['losses']} | {pval(row['wilcoxon_p'])} | {pval(row['ttest_p'])} |")
         rep.md.append("\n".join(lines) + "\n\nData: `sample_efficiency_ratio.csv`, `paired_tests.csv`.")
+        verdicts = verdict.family(auc_diffs)  # the one rule: Holm over the headline's comparisons
         for b, d in pairs:
             r70 = next(r for r in ratio_rows if r["baseline"] == b and r["dual"] == d and r["threshold"] == 0.7)
             auc = next(r for r in test_rows if r["baseline"] == b and r["dual"] == d and r["metric"] == "auc")
             headline.append({"baseline": b, "dual": d, "ratio_70": r70, "auc_diff": auc,
-                             "sentence": _headline_sentence(b, d, r70, auc, by_cond)})
+                             "sentence": _headline_sentence(b, d, r70, auc, verdicts[(b, d)], by_cond)})
     rep.summary["sample_efficiency"] = {"conditions": eff_rows, "ratios": ratio_rows, "paired_tests": test_rows}
     rep.summary["headline"] = headline
     return pairs
@@ -116,27 +122,12 @@ def _ratio_reading(row: dict) -> str:
     return f"{kind.replace('_', ' ')}: {row['note']}"
 
 
-def paired_verdict(t: dict, higher: str, lower: str, alpha: float = 0.05) -> str:
-    """Words for a paired dual - baseline comparison; an effect is claimed only when it is significant.
-
-    "no detectable effect": the bootstrap CI of the mean difference contains 0. An effect (higher /
-    lower) needs the CI to exclude 0 *and* a paired test (Wilcoxon or t) with p < alpha; a CI that
-    excludes 0 without a significant test (typical with 3 seeds) is reported as suggestive only.
-    """
-    lo, hi = t["diff_low"], t["diff_high"]
-    if lo <= 0 <= hi:
-        return "no detectable effect"
-    words = higher if lo > 0 else lower
-    ps = [(p, name) for p, name in ((t.get("wilcoxon_p"), "Wilcoxon"), (t.get("ttest_p"), "paired t-test")) if _finite(p)]
-    if ps and min(ps)[0] < alpha:
-        p, name = min(ps)
-        return f"{words} ({name} p = {pval(p)} < {alpha})"
-    side = t["wins"] if lo > 0 else t["losses"]
-    return (f"suggestive only: {side}/{t['n']} seeds point that way but no paired test is significant at "
-            f"{alpha} (Wilcoxon p = {pval(t.get('wilcoxon_p'))}, t-test p = {pval(t.get('ttest_p'))})")
+def verdict_words(v: verdict.Verdict, higher: str, lower: str) -> str:
+    """A paired dual - baseline comparison in words, by the one verdict rule (:mod:`lfo_cli.report.verdict`)."""
+    return f"{v.word(higher, lower)} ({v.p_words()}" + "".join(f"; {n}" for n in v.notes()) + ")"
 
 
-def _headline_sentence(b: str, d: str, r70: dict, auc: dict, by_cond) -> str:
+def _headline_sentence(b: str, d: str, r70: dict, auc: dict, v: verdict.Verdict, by_cond) -> str:
     nb, nd = len(by_cond[b]), len(by_cond[d])
     if r70["kind"] == "not_reached":
         who = ("no seed of either condition" if r70["reached_num"] == 0 and r70["reached_den"] == 0 else
@@ -152,9 +143,9 @@ def _headline_sentence(b: str, d: str, r70: dict, auc: dict, by_cond) -> str:
                  "insufficient": " (fewer than 2 seeds in a group)"}[r70["kind"]]
         ratio = f"tasks-to-70% ratio baseline/dual = {num(r70['value'])}{ci}{bound}"
     if auc["n"] >= 2 and _finite(auc["diff_low"]):
-        verdict = paired_verdict(auc, "dual-LoRA learned faster", "dual-LoRA learned slower")
+        words = verdict_words(v, "dual-LoRA learned faster", "dual-LoRA learned slower")
         a = (f"learning-curve AUC dual - baseline = {num(auc['mean_diff'])} [95% CI {num(auc['diff_low'])}, "
-             f"{num(auc['diff_high'])}], {auc['n']} paired seeds, Wilcoxon p = {pval(auc['wilcoxon_p'])}: {verdict}")
+             f"{num(auc['diff_high'])}], {auc['n']} paired seeds: {words}")
     else:
         a = f"learning-curve AUC difference: insufficient paired seeds (n = {auc['n']})"
     return f"{d} vs {b} ({nd} vs {nb} seeds): {ratio}; {a}."

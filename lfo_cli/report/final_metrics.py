@@ -6,9 +6,10 @@ from __future__ import annotations
 from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.errors import LfoError
+from lfo_cli.report import verdict
 from lfo_cli.report.document import Report
-from lfo_cli.report.efficiency import paired_verdict
-from lfo_cli.report.format import est, md_table, num, pval
+from lfo_cli.report.efficiency import verdict_words
+from lfo_cli.report.format import est, md_table, num
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import LATER_DEFAULTS
 from lfo_cli.worlds.base import World
@@ -130,7 +131,7 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
                       + ("; `transfer/dK` is difficulty K." if levels else ".") + note)
     rep.md.append(f"![transfer](transfer.png)\n\n{md_table(wide)}\n\nMean success over seeds [95% bootstrap CI] "
                   "(n = seeds; episodes summed over them); data `transfer.csv`.")
-    tests = []
+    tests, diffs, lines = [], {}, []
     if held:
         for b, d in pairs:
             pb = {s.run.seed: s.run.transfer.get(held, {}).get("success") for s in by_cond[b]}
@@ -138,11 +139,14 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
             common = [k for k in sorted(set(pb) & set(pdd), key=str) if _finite(pb[k]) and _finite(pdd[k])]
             res = stats.paired_test([pdd[k] for k in common], [pb[k] for k in common])
             tests.append({"baseline": b, "dual": d, **res.as_dict()})
+            diffs[(b, d)] = [pdd[k] - pb[k] for k in common]
+            lines.append((b, d, res))
+        verdicts = verdict.family(diffs)  # the one rule: Holm over this section's comparisons
+        for b, d, res in lines:
             if res.n >= 2 and _finite(res.diff_low):
-                verdict = paired_verdict(res.as_dict(), "dual-LoRA transfers better", "dual-LoRA transfers worse")
+                words = verdict_words(verdicts[(b, d)], "dual-LoRA transfers better", "dual-LoRA transfers worse")
                 rep.md.append(f"Held-out success, dual - baseline ({d} vs {b}): {num(res.mean_diff)} [95% CI "
-                              f"{num(res.diff_low)}, {num(res.diff_high)}], {res.n} paired seeds, Wilcoxon p = "
-                              f"{pval(res.wilcoxon_p)}: {verdict}.")
+                              f"{num(res.diff_low)}, {num(res.diff_high)}], {res.n} paired seeds: {words}.")
             elif res.n == 0:
                 rep.md.append(f"Held-out success, {d} vs {b}: no seed has transfer results for both.")
             else:

@@ -9,7 +9,7 @@ from pathlib import Path
 from lfo_cli import run_record as rr
 from lfo_cli.report.document import Report
 from lfo_cli.report.final_metrics import heldout_words, world_of
-from lfo_cli.report.format import est, interval_side, num
+from lfo_cli.report.format import est, num
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import Run
 
@@ -66,10 +66,9 @@ def signal_lines(train: list[Run]) -> list[str]:
 
 
 def _d2_side(row: dict) -> str | None:
-    """"faster" or "slower" when a d2 comparison's interval excludes 0 on that side. An arm from another warm start
-    is judged by its gain over its own step 0 (``gain_auc_*``), not by an AUC that counts its head start."""
-    key = "gain_auc" if _finite(row.get("gain_auc_diff")) else "auc"
-    return {1: "faster", -1: "slower"}.get(interval_side(row.get(f"{key}_low"), row.get(f"{key}_high")))
+    """"faster" or "slower" by a d2 comparison's verdict (the one rule, :mod:`lfo_cli.report.verdict`; an arm from
+    another warm start is judged by its gain over its own step 0)."""
+    return {1: "faster", -1: "slower"}.get(row.get("verdict_side", 0))
 
 
 def what_next(rep: Report, train: list[Run]) -> list[str]:
@@ -110,7 +109,7 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
                 ([f"with no difference detected under {', '.join(none)}"] if none else [])
         elsewhere = [c["condition"] for c in rows if _finite(c.get("gain_auc_diff"))]
         shows.append("d2 (the exceptions only the replies reveal) was learned " + "; ".join(parts) +
-                     " (paired d2 AUC, 95% CI" + (f"; for {', '.join(elsewhere)}, which start from another warm "
+                     " (paired d2 AUC, Holm-adjusted t-test" + (f"; for {', '.join(elsewhere)}, which start from another warm "
                                                   "start, the AUC of the gain over its own step 0" if elsewhere else "")
                      + ")")
         if none:

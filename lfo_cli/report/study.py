@@ -27,7 +27,8 @@ from typing import Any
 from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.eval import comparison
-from lfo_cli.report.format import est, finite, interval_side, num
+from lfo_cli.report import verdict
+from lfo_cli.report.format import est, finite, num
 from lfo_cli.report.load import Run
 from lfo_cli.report.run_stats import SMOOTH_WINDOW, draw_band, mean_band
 
@@ -106,32 +107,30 @@ def ratio_text(ratio: dict) -> str:
     return text + (" (runs censored on both sides: bias of unknown direction)" if kind == "undetermined" else "")
 
 
-def _verdict(diff: dict, over_start: bool = False) -> str:
-    """Which side of 0 a d2 difference's interval lies on, in words (``over_start``: a gain over step 0)."""
-    what = "gains more on d2 than the baseline, each over its own start" if over_start else \
-        "learns the d2 exceptions faster than the baseline"
-    side = interval_side(diff.get("low"), diff.get("high"))
-    if side > 0:
-        return what
-    if side < 0:
-        return what.replace("more", "less") if over_start else what.replace("faster", "slower")
-    return "no difference detected in its gain over its own start" if over_start else \
-        "no effect detected on d2 learning speed"
+def _words(v: verdict.Verdict, over_start: bool) -> str:
+    """A d2 comparison's verdict in words (``over_start``: judged by the gain over each run's own step 0)."""
+    if over_start:
+        return v.word("gains more on d2 than the baseline, each over its own start",
+                      "gains less on d2 than the baseline, each over its own start",
+                      "no difference detected in its gain over its own start")
+    return v.word("learns the d2 exceptions faster than the baseline", "learns the d2 exceptions slower than the "
+                  "baseline", "no effect detected on d2 learning speed")
 
 
-def _sentence(cond: str, auc: dict, poi: dict, ratio: dict, mde: float, final: dict | None = None,
+def _sentence(cond: str, v: verdict.Verdict, auc: dict, poi: dict, ratio: dict, mde: float, final: dict | None = None,
               start: dict | None = None, gain: dict | None = None) -> str:
     """One condition's d2 verdict. A condition that starts from another warm start (``start``: the paired
     step-0 difference, given only then) is judged by its gain over its own step 0 (``gain``), since its
     AUC counts the head start as learning."""
-    if not finite(auc.get("value")) or auc.get("n", 0) < 2:
+    if not finite(auc.get("value")) or auc.get("n", 0) < 2 or not v.tested:
         return f"{cond} vs baseline: insufficient paired seeds for a comparison."
+    why = v.p_words() + "".join(f"; {n}" for n in v.notes())
     if start is not None and gain is not None:
         text = (f"{cond} vs baseline: starts from another warm start (step-0 d2 difference {est(start)}) and "
-                f"{_verdict(gain, over_start=True)} (AUC of the gain over step 0, difference {est(gain)}; d2 AUC "
+                f"{_words(v, True)} ({why}; AUC of the gain over step 0, difference {est(gain)}; d2 AUC "
                 f"difference with the head start {est(auc)} over {auc['n']} seed pairs; P(better) {num(poi.get('value'))}")
     else:
-        text = (f"{cond} vs baseline: {_verdict(auc)} (d2 AUC difference {est(auc)} over {auc['n']} seed pairs; "
+        text = (f"{cond} vs baseline: {_words(v, False)} ({why}; d2 AUC difference {est(auc)} over {auc['n']} seed pairs; "
                 f"P(better) {num(poi.get('value'))}")
     if final and finite(final.get("value")) and finite(final.get("low")) and (final["low"] > 0 or final["high"] < 0):
         text += f"; final d2 success difference {est(final)}"
@@ -207,7 +206,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
 
     # ---- comparisons with the baseline ----------------------------------------------------------
     by_seed = {c: {s.seed: s for s in ss} for c, ss in runs.items()}
-    comp_rows, sentences = [], []
+    comp_rows, sentences, measured, args = [], [], {}, {}
     for c in treatments:
         seeds = sorted(set(by_seed[base]) & set(by_seed[c]), key=lambda x: (x is None, x))
         b = [by_seed[base][k] for k in seeds]
@@ -242,7 +241,16 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                           **({"start_diff": start["value"], "start_low": start["low"], "start_high": start["high"],
                               "gain_auc_diff": gain["value"], "gain_auc_low": gain["low"], "gain_auc_high": gain["high"]}
                              if start is not None else {})})
-        sentences.append(_sentence(c, auc, poi, ratio, mde, fin, start, gain))
+        measured[c] = ([a.gain_auc - z.gain_auc for a, z in zip(t, b, strict=True)
+                        if a.gain_auc is not None and z.gain_auc is not None] if other_start else diffs)
+        args[c] = (auc, poi, ratio, mde, fin, start, gain)
+    # the one verdict rule (lfo_cli.report.verdict): Holm over this table's comparisons with the baseline; an arm
+    # from another warm start is judged by its gain over its own step 0
+    verdicts = verdict.family(measured)
+    for r in comp_rows:
+        v = verdicts[r["condition"]]
+        r.update({"p": v.p_raw, "p_holm": v.p, "wilcoxon_p_holm": v.wilcoxon_p, **v.as_dict()})
+        sentences.append(_sentence(r["condition"], v, *args[r["condition"]]))
     head_start = any("start_diff" in r for r in comp_rows)  # the columns exist only where some arm starts elsewhere
     comp_df = pd.DataFrame(comp_rows)
     W.csv("study_comparisons.csv", comp_df)
@@ -252,15 +260,17 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                   f"mean d2 gain): **{num(threshold)}**. Intervals: t-intervals over seed pairs (the ratio's on log "
                   "ratios; at 4-5 seeds a percentile bootstrap covers only ~80-85% of the time, see "
                   "`lfo_cli/eval/comparison.py`); P(better): probability of improvement of the d2 AUC with a "
-                  "percentile-bootstrap interval.\n")
+                  "percentile-bootstrap interval. Verdict: the one rule (docs/report.md): the paired t-test on the d2 "
+                  "AUC (on the AUC of the gain for a condition from another warm start), Holm-adjusted over this "
+                  "table's conditions.\n")
     if head_start:
         rep.md.append("A condition that starts from another warm start has a step-0 d2 of its own, which its AUC counts "
                       "as if learned: its learning is the *AUC of the gain* over its own step 0 (AUC minus step 0), "
                       "compared in the last two columns and in its sentence.\n")
     extra = " step-0 d2 diff [95% CI] | AUC of gain diff [95% CI] |" if head_start else ""
     lines = ["| condition | pairs | d2 AUC diff [95% CI] | P(better) | final d2 diff [95% CI] | tasks-to-threshold ratio "
-             "baseline/condition [95% CI] | censored (baseline, condition) | smallest detectable AUC diff |" + extra,
-             "|---|---|---|---|---|---|---|---|" + "---|---|" * head_start]
+             "baseline/condition [95% CI] | censored (baseline, condition) | smallest detectable AUC diff |" + extra
+             + " verdict |", "|---|---|---|---|---|---|---|---|" + "---|---|" * head_start + "---|"]
 
     def other(r: dict, key: str) -> str:
         return est({"value": r[f"{key}_diff"], "low": r[f"{key}_low"], "high": r[f"{key}_high"], "n": r["pairs"]}) \
@@ -273,7 +283,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
                      f"{est({'value': r['p_improvement'], 'low': r['p_improvement_low'], 'high': r['p_improvement_high'], 'n': r['pairs']})} | "
                      f"{est({'value': r['final_diff'], 'low': r['final_low'], 'high': r['final_high'], 'n': r['pairs']})} | "
                      f"{r['ratio_text']} | {r['censored_baseline']}, {r['censored_treatment']} | {num(r['auc_mde'])} |"
-                     + cells)
+                     + cells + f" {r['verdict']} |")
     rep.md.append("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in sentences) +
                   "\n\nData: `study_comparisons.csv`; per run: `study_runs.csv`.\n")
 

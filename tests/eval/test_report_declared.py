@@ -106,7 +106,7 @@ def test_declared_comparisons_have_the_known_answers(study, tmp_path):
     index = (out / "index.md").read_text()
     assert "## The test study: the declared comparisons" in index
     assert "**Positive control** (`bonus`, chosen to make `heldout/success/d2` higher): detected" in index
-    assert "shared: no effect detected on `heldout/success/d2`" in index
+    assert "shared: no effect detected (Holm p " in index and ") on `heldout/success/d2`: difference" in index
     summary_text = index.split("## Summary", 1)[1].split("\n## ", 1)[0]  # the declared answer leads the summary
     assert "- Declared comparison: shared: no effect detected" in summary_text
     assert "- Positive control (`bonus`, chosen to make `heldout/success/d2` higher): detected" in summary_text
@@ -167,12 +167,12 @@ def test_the_auc_statistic_sees_a_control_that_only_slows_learning(tmp_path):
     (root / "plan.yaml").write_text(yaml.safe_dump({**plan, "statistic": "auc", "positive_control_effect": "higher"},
                                                    sort_keys=False))
     build_report([root], tmp_path / "wrong_way")
-    assert "moved the outcome the other way" in (tmp_path / "wrong_way" / "index.md").read_text()
+    assert "): moved the other way (t-test p " in (tmp_path / "wrong_way" / "index.md").read_text()
 
 
 def test_a_control_seen_only_before_holm_says_so(study, tmp_path):
     """Raw p 0.033 over 8 pairs (interval excludes 0), Holm over two arms doubles it: the arm's line and the
-    positive control's verdict must agree on what was and was not detected."""
+    positive control's verdict agree (one rule: not detected), and both say the unadjusted interval excluded 0."""
     for s in SEEDS:
         run = study / f"bonus_s{s}"
         for f in sorted(run.rglob("*"), reverse=True):
@@ -183,9 +183,12 @@ def test_a_control_seen_only_before_holm_says_so(study, tmp_path):
     bonus = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
     assert float(bonus["primary_low"]) > 0 and 0.05 <= float(bonus["ttest_p_holm"]) < 0.1
     index = (tmp_path / "report" / "index.md").read_text()
-    assert ("bonus: no effect detected on `heldout/success/d2` (its unadjusted interval excludes 0, Holm's "
-            "correction over the arms does not)") in index
-    assert "higher): detected, " in index and "not after Holm's correction over the arms" in index
+    line = next(x for x in index.splitlines() if x.startswith("- Declared comparison: bonus: "))
+    assert line.startswith("- Declared comparison: bonus: no effect detected (Holm p 0.0")
+    assert "its unadjusted interval excludes 0, Holm's correction over the family does not" in line
+    # the control faces the same Holm-adjusted test: not detected, and the line says why
+    control = next(x for x in index.splitlines() if x.startswith("- Positive control"))
+    assert "higher): not detected (Holm p 0.0" in control and "unadjusted interval excludes 0" in control
 
 
 def _drop(run: Path) -> None:
@@ -231,11 +234,11 @@ def test_a_declared_arm_without_finished_runs_is_said_and_counted(study, tmp_pat
 
 
 @pytest.mark.parametrize(("n", "shift", "verdict"), [
-    (4, 0.0, "no effect detected"), (4, 0.03, "every pair differs from the reference by the same amount (0.03)"),
-    (3, 0.1, "every pair differs from the reference by the same amount (0.1)")])  # n 3: numpy's std of 3 x 0.1 > 0
+    (4, 0.0, "no effect detected (t-test p 1)"), (4, 0.03, "higher (t-test p 0)"),
+    (3, 0.1, "higher (t-test p 0)")])  # n 3: numpy's std of 3 x 0.1 > 0
 def test_identical_or_shifted_pairs_get_a_test_or_say_why_not(tmp_path, n, shift, verdict):
     """Pairs that all differ by 0 give p = 1 (a member of the family, no evidence); pairs that all differ by
-    one amount (up to float noise) have no spread: no t-test, said in words, never a p of 1e-15."""
+    one amount (up to float noise) have no spread: the t-test's limit, p 0, said in words, never a p of 1e-15."""
     root = tmp_path / "runs"
     for s in SEEDS[:n]:
         _run(root, f"baseline_s{s}", s, {}, gain=0.15)
@@ -247,8 +250,9 @@ def test_identical_or_shifted_pairs_get_a_test_or_say_why_not(tmp_path, n, shift
     index = (tmp_path / "report" / "index.md").read_text()
     assert f"bonus: {verdict}" in index
     if shift:
-        assert bonus["ttest_p"] == "" and bonus["mde"] == ""
-        assert "every pair moved the same way by the same amount" in index
+        assert float(bonus["ttest_p"]) == 0.0 and bonus["mde"] == ""
+        assert f"every pair differs by {shift:g}: no spread, the t-test's limit (p -> 0)" in index
+        assert "detected (t-test p 0)" in index  # the positive control
     else:
         assert float(bonus["ttest_p"]) == 1.0 and float(bonus["wilcoxon_p"]) == 1.0
 
