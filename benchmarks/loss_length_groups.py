@@ -31,7 +31,6 @@ def main(argv: list[str] | None = None) -> int:
     from lfo_cli.models.registry import load_model
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.recipes import load_recipe
-    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
     from lfo_cli.train.adapters import attach_dual_lora
     from lfo_cli.train.length_groups import forward_in_length_groups
 

@@ -105,7 +105,6 @@ def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.perf import tune_malloc
     from lfo_cli.recipes import load_recipe
-    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
     from lfo_cli.train.runner import run_training
 
     commit = _commit()  # the code measured: taken before the run, which may outlast later commits

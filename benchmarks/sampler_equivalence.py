@@ -63,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     from lfo_cli.models.registry import load_model
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.recipes import load_recipe
-    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
 
     commit = _commit()  # the code measured: taken before the run, which may outlast later commits
     torch.set_num_threads(a.threads)

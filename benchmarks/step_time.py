@@ -57,7 +57,6 @@ def measure(name: str, prompts: int, generations: int, a) -> dict:
     from lfo_cli.models.prompts import dataset_row
     from lfo_cli.models.registry import load_model
     from lfo_cli.recipes import load_recipe
-    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
     from lfo_cli.train.adapters import attach_dual_lora
     from lfo_cli.train.trainer import DualLoRAGRPOTrainer
     from lfo_cli.worlds import world_class

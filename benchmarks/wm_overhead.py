@@ -103,7 +103,6 @@ def main() -> None:
     from lfo_cli.models.registry import load_model
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.recipes import load_recipe
-    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo
     from lfo_cli.train.adapters import POLICY, activate, attach_dual_lora
     from lfo_cli.train.rollout_record import RolloutRecord, StepWMMetrics
     from lfo_cli.train.trainer import REPLY_MASK, WM_COLUMN, DualLoRAGRPOTrainer

@@ -31,15 +31,38 @@ from lfo_cli.errors import LfoError
 
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "recipes"
 
-# kind -> its config dataclass. Each config module registers its own kind when imported
-# (lfo_cli.models.warmstart_config: warmstart; lfo_cli.train.recipe_config: grpo), so every edge is a plain
-# import; the commands map kinds to runners (lfo_cli.commands.train).
-KINDS: dict[str, type] = {}
+@dataclass(frozen=True)
+class Kind:
+    """A recipe kind: the config dataclass its recipes resolve into and the runner `lfo train` hands them to,
+    each a ``module:attribute`` path imported on first use (training imports TRL; a recipe listing must not).
+    A runner is ``run(cfg, out_dir, *, resume=False, **prepared) -> dict``."""
+
+    name: str
+    config: str
+    runner: str
+    description: str = ""
+
+    @staticmethod
+    def _load(path: str) -> Any:
+        import importlib
+
+        module, _, attr = path.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def config_class(self) -> type:
+        return self._load(self.config)
+
+    def run_function(self) -> Any:
+        return self._load(self.runner)
 
 
-def register_kind(kind: str, config_cls: type) -> None:
-    """Recipes with ``kind: <kind>`` resolve into ``config_cls``."""
-    KINDS[kind] = config_cls
+# Every recipe kind, in one place: recipes with ``kind: NAME`` resolve into its config class and run with its runner.
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("grpo", "lfo_cli.train.recipe_config:TrainConfig", "lfo_cli.train.runner:run_training",
+         "GRPO with the world-model loss (lfo_cli/train)"),
+    Kind("warmstart", "lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart",
+         "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)"),
+)}
 
 
 @dataclass
@@ -323,10 +346,8 @@ def load_recipe(name: str, overrides: list[str] | None = None, recipe_dir: Path 
 def recipe_from_mapping(merged: dict, name: str, chain: list[str] | None = None) -> Recipe:
     kind = merged.get("kind")
     if kind not in KINDS:
-        known = ", ".join(sorted(KINDS)) or "none registered: import lfo_cli.train.recipe_config (grpo) or " \
-            "lfo_cli.models.warmstart_config (warmstart) first"
-        raise LfoError(f"recipe '{name}': 'kind' must be one of {known}, got {kind!r}")
-    config_cls = KINDS[kind]
+        raise LfoError(f"recipe '{name}': 'kind' must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
+    config_cls = KINDS[kind].config_class()
     body = {k: v for k, v in merged.items() if k != "kind"}
     try:
         cfg = build_config(config_cls, body)
@@ -335,3 +356,32 @@ def recipe_from_mapping(merged: dict, name: str, chain: list[str] | None = None)
     resolved = {"kind": kind, **config_to_dict(cfg)}
     return Recipe(name=name, kind=kind, config=cfg, resolved=resolved, chain=list(chain or []))
 
+
+
+def explain(kind: str, key: str) -> dict:
+    """A config field of a recipe kind by its dotted key: its type, default and help text (its
+    ``metadata={"help": ...}``); a section (a nested dataclass) lists its fields. A config class documents a
+    free-form mapping section by another dataclass in its ``explain_sections`` (grpo's ``trainer``: TRL's
+    GRPOConfig through DualLoRAConfig). An unknown key is one error naming the closest field."""
+    if kind not in KINDS:
+        raise LfoError(f"'kind' must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
+    cls, default, prefix, f = KINDS[kind].config_class(), None, "", None
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(cls):
+            raise LfoError(f"{prefix} is a {_type_name(cls)}, not a section: '{key}' names nothing")
+        hints = typing.get_type_hints(cls)
+        fields = {x.name: x for x in dataclasses.fields(cls) if x.init}
+        if part not in fields:
+            raise LfoError(f"{kind} recipes have no key '{prefix + '.' if prefix else ''}{part}'"
+                           + _did_you_mean(cls, hints, part, prefix))
+        # a free-form section documented by another dataclass (grpo's `trainer`: TRL's GRPOConfig fields)
+        f, cls = fields[part], getattr(cls, "explain_sections", {}).get(part, hints[part])
+        prefix = f"{prefix}.{part}" if prefix else part
+    default = f.default if f.default is not dataclasses.MISSING else (
+        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+    out = {"kind": kind, "key": key, "type": _type_name(cls), "help": " ".join(str(f.metadata.get("help", "")).split())}
+    if dataclasses.is_dataclass(cls):
+        out["fields"] = [x.name for x in dataclasses.fields(cls) if x.init]
+    else:
+        out["default"] = config_to_dict(default)
+    return out

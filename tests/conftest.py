@@ -10,9 +10,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# The recipe kinds, as the commands register them (lfo_cli.recipes.KINDS): tests resolve recipes directly.
-import lfo_cli.models.warmstart_config  # noqa: E402, F401
-import lfo_cli.train.recipe_config  # noqa: E402, F401
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -32,7 +32,7 @@ class ToyConfig:
 
 @pytest.fixture
 def recipe_dir(tmp_path, monkeypatch):
-    monkeypatch.setitem(recipes.KINDS, "toy", ToyConfig)
+    monkeypatch.setitem(recipes.KINDS, "toy", recipes.Kind("toy", f"{__name__}:ToyConfig", f"{__name__}:ToyConfig"))
     (tmp_path / "root.yaml").write_text("kind: toy\nsteps: 100\nwm:\n  coef: 0.5\n")
     (tmp_path / "child.yaml").write_text("base: root\nwm:\n  coef: 1.0\n")
     (tmp_path / "grandchild.yaml").write_text("base: child\nmodel: smollm2-135m\n")
@@ -119,7 +119,7 @@ def test_cli_bad_recipe_exits_2_with_one_line(tmp_path):
 @pytest.mark.parametrize("name", recipes.available_recipes())
 def test_shipped_recipes_resolve(name):
     merged, _ = recipes.resolve_chain(name)
-    assert merged["kind"] in recipes.KINDS  # registered by its config module (tests/conftest.py imports both)
+    assert merged["kind"] in recipes.KINDS  # the one table of kinds
     rec = recipes.load_recipe(name)
     assert rec.resolved["kind"] == merged["kind"]
     # The resolved mapping is a fixed point: resolving it again gives the same config.
@@ -226,3 +226,30 @@ def test_held_out_episodes_per_task_default_to_validations(sets, val, held):
     got_val, got_held = evaluation_episodes(pools, cfg.eval)
     assert got_val == [v for v in pools.validation for _ in range(val)]
     assert got_held == [h for h in pools.heldout for _ in range(held)]
+
+
+def test_explain_gives_a_keys_type_default_and_help_from_the_config_itself():
+    from lfo_cli.train.wm_settings import WorldModelSettings
+
+    got = recipes.explain("grpo", "wm.coef")
+    assert got["type"] == "float" and got["default"] == WorldModelSettings().coef
+    assert got["help"].startswith("lambda, the world-model loss weight")
+    assert recipes.explain("warmstart", "train.epochs")["type"] == "float"
+    section = recipes.explain("grpo", "wm")
+    assert "coef" in section["fields"] and "default" not in section
+    with pytest.raises(LfoError, match=r"grpo recipes have no key 'wm.coefs' \(did you mean 'coef'\?\)"):
+        recipes.explain("grpo", "wm.coefs")
+    with pytest.raises(LfoError, match="wm.coef is a float, not a section"):
+        recipes.explain("grpo", "wm.coef.x")
+
+
+def test_lfo_train_explain_prints_the_recipes_value_beside_the_default():
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    out = CliRunner().invoke(app, ["train", "--explain", "trainer.max_steps", "--recipe", "demo_micro"])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("trainer.max_steps (grpo): int = ") and "; in demo_micro: 10\n" in out.output
+    bad = CliRunner().invoke(app, ["train", "--explain", "trainer.max_stepz"])
+    assert bad.exit_code == 2 and bad.output.strip().splitlines()[-1].startswith("error: grpo recipes have no key")

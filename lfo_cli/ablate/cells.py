@@ -12,8 +12,6 @@ from pathlib import Path
 from lfo_cli import recipes
 from lfo_cli.ablate.grid import Cell, Grid, format_override
 from lfo_cli.errors import LfoError
-from lfo_cli.models import warmstart_config  # noqa: F401 - registers the recipe kind warmstart
-from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo (imports TRL)
 
 
 def expand(grid: Grid, runs_dir: Path, validate: bool = True) -> list[Cell]:

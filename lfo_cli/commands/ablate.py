@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lfo_cli.ablate.cells import expand
 from lfo_cli.ablate.estimate import estimate, from_step_time, paste_command, wall_minutes
 from lfo_cli.ablate.grid import Cell, cell_argv, grid_descriptions, load_grid
 from lfo_cli.ablate.launcher_base import Launcher
@@ -102,8 +103,6 @@ def ablate(
     settings = load_settings(launcher, g, cluster_config, partition=partition, account=account, time_min=time_min,
                              cpus=cpus, gpus=gpus, mem_gb=mem_gb, sbatch=sbatch, setup=setup, address=ray_address)
     engine = _make_launcher(launcher, settings)  # a missing extra: one line naming the pip command
-    from lfo_cli.ablate.cells import expand  # imports TRL (the grpo recipe kind)
-
     cells = expand(g, runs)  # validates every cell's recipe before anything launches
     check_existing(cells)
 
@@ -171,8 +170,6 @@ def _cells_of(grid: str | None, runs_dir: Path | None) -> tuple[Path, list[Cell]
                            run_dir=Path(r["run_dir"]) if r.get("run_dir") else runs / r["cell_id"]) for r in rows]
     if g is None:
         raise LfoError(f"{runs} holds no runs.csv: nothing was launched there (give --grid NAME to list its cells)")
-    from lfo_cli.ablate.cells import expand
-
     return runs, expand(g, runs, validate=False)
 
 

@@ -14,10 +14,7 @@ from lfo_cli.ablate.runner import is_complete  # the one definition of a finishe
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
-from lfo_cli.models import (
-    cache,
-    warmstart_config,  # noqa: F401 - registers the recipe kind warmstart
-)
+from lfo_cli.models import cache
 from lfo_cli.models.warmstart_cache import warmstart_status
 from lfo_cli.worlds import DEFAULT_KIND, world_class
 
@@ -31,17 +28,6 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override one recipe key, e.g. --set wm.coef=1.0 (repeatable)."),
 ]
-
-
-def _runner(kind: str):
-    """The runner of a recipe kind: ``run(cfg, out_dir, *, resume=False, **prepared) -> dict``."""
-    if kind == "warmstart":
-        from lfo_cli.models.warmstart import run_warmstart
-
-        return run_warmstart
-    from lfo_cli.train.runner import run_training
-
-    return run_training
 
 
 def _prepare(rec, run_dir: Path) -> dict:
@@ -127,6 +113,9 @@ def train(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved recipe and exit.")] = False,
     list_recipes: Annotated[bool, typer.Option("--list", help="List the available recipes and exit.")] = False,
+    explain: Annotated[str | None, typer.Option(
+        "--explain", metavar="KEY", help="Print a config key's type, default and help (with --recipe, also its value "
+        "there) and exit.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Train from a recipe (a YAML delta over defaults).
@@ -142,8 +131,14 @@ def train(
       lfo train --resume runs/dual_s3
 
       lfo train --resume runs/dual_s3 --out runs/dual_s3_200 --set trainer.max_steps=200
+
+      lfo train --explain wm.coef --recipe reading_micro
     """
     import yaml
+
+    if explain is not None:
+        _explain(explain, recipe, list(set_ or []), json_out)
+        return
 
     if list_recipes:
         described = recipes.recipe_descriptions()
@@ -153,8 +148,6 @@ def train(
             width = max(map(len, described))
             typer.echo("\n".join(f"{n:<{width}}  {d}" for n, d in described.items()))
         return
-    from lfo_cli.train import recipe_config  # noqa: F401 - registers the recipe kind grpo (imports TRL)
-
     if resume is not None:
         if recipe is not None:
             raise LfoError("--resume continues a run with its recorded recipe; drop --recipe")
@@ -204,12 +197,32 @@ def train(
                                       "fingerprint": world_class(kind).fingerprint(data_dir)}
             atomic_write_json(run_dir / rr.RUN_FILE, meta)
 
-    runner = _runner(rec.kind)
+    runner = recipes.KINDS[rec.kind].run_function()
     summary = runner(rec.config, run_dir, resume=resume is not None, **prepared)
     if json_out:
         print_json({"run_dir": str(run_dir), **(summary or {})})
     else:
         typer.echo(f"run dir: {run_dir}")
+
+
+def _explain(key: str, recipe: str | None, overrides: list[str], json_out: bool) -> None:
+    """`--explain KEY`: the field's type, default and help, for the recipe's kind (grpo without one)."""
+    value = None
+    rec = recipes.load_recipe(recipe, overrides) if recipe is not None else None
+    info = recipes.explain(rec.kind if rec else "grpo", key)
+    if rec is not None:
+        value = rec.resolved
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        info["recipe"], info["value"] = rec.name, value
+    if json_out:
+        print_json(info)
+        return
+    head = f"{info['key']} ({info['kind']}): {info['type']}"
+    head += f", fields {', '.join(info['fields'])}" if "fields" in info else f" = {info['default']!r}"
+    if rec is not None:
+        head += f"; in {rec.name}: {value!r}"
+    typer.echo(head + (f"\n  {info['help']}" if info["help"] else ""))
 
 
 def _warmstart_note(rec) -> None:

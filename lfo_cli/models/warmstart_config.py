@@ -11,7 +11,6 @@ from typing import Literal
 
 from lfo_cli.errors import LfoError
 from lfo_cli.models.prompts import tool_methods
-from lfo_cli.recipes import register_kind
 from lfo_cli.worlds import WorldChoice, kinds, world_class
 from lfo_cli.worlds.noise import NoiseConfig
 
@@ -255,5 +254,3 @@ class WarmStartConfig:
                 raise LfoError(f"train.reply_loss_tools must name tools of the {world.kind} world ({', '.join(known)}), "
                                f"got {self.train.reply_loss_tools}")
 
-
-register_kind("warmstart", WarmStartConfig)

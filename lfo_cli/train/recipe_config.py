@@ -13,10 +13,10 @@ import difflib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from lfo_cli.errors import LfoError
-from lfo_cli.recipes import coerce, register_kind
+from lfo_cli.recipes import coerce
 from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.wm_settings import WorldModelSettings
@@ -230,6 +230,8 @@ class TrainConfig:
     trainer: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "Any DualLoRAConfig / GRPOConfig field (the world model's are the wm section)."}
     )
+    # `lfo train --explain trainer.KEY` reads the field's type, default and help from TRL's own config
+    explain_sections: ClassVar[dict[str, type]] = {"trainer": DualLoRAConfig}
 
     def __post_init__(self):
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
@@ -284,5 +286,3 @@ class TrainConfig:
         with tempfile.TemporaryDirectory() as tmp:
             self.training_args(tmp, portable=True)
 
-
-register_kind("grpo", TrainConfig)
