@@ -13,6 +13,9 @@ Standard library only: every layer of lfo_cli imports it.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 # ==== a GRPO training run's dir (`lfo train`, kind grpo; layout in lfo_cli/train/runner.py) =========
 RECIPE_FILE = "recipe.yaml"  # the resolved recipe, written by `lfo train` before training starts
 RUN_FILE = "run.json"  # provenance (lfo_cli.io.run_metadata): seed, config, versions, git commit, world
@@ -86,6 +89,21 @@ WARN_WM_DOMINATES = "warnings/wm_dominates"
 # ==== validation rows: the policy plays a fixed task set =================================================
 VAL = "val"  # fresh customers of the training companies
 HELDOUT = "heldout"  # companies training never drew from
+
+
+def is_complete(run_dir) -> bool:
+    """The one definition of a finished run: a ``.complete`` marker, or ``summary.json`` with status complete
+    (an unreadable summary is not complete). A finished run is never modified."""
+    run_dir = Path(run_dir)
+    if (run_dir / COMPLETE_MARKER).exists():
+        return True
+    summary = run_dir / SUMMARY_FILE
+    if not summary.is_file():
+        return False
+    try:
+        return json.loads(summary.read_text(encoding="utf-8")).get(STATUS) == STATUS_COMPLETE
+    except (ValueError, OSError, AttributeError):
+        return False
 
 
 def validation_file(step: int, prefix: str = VAL) -> str:

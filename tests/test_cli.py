@@ -65,3 +65,18 @@ def test_quiet_console_hides_datasets_bars_unless_verbose(verbose):
     )
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
     assert ("Mapping rows" in err) is verbose
+
+
+def test_lfo_train_ends_with_the_runs_gain_over_its_own_start_said_plainly():
+    from lfo_cli.commands.train import gain_line
+
+    summary = {"steps": 30, "val/vs_start/start_success": 0.5, "val/vs_start/final_success": 0.6,
+               "val/vs_start/mean_diff": 0.1, "val/vs_start/diff_low": 0.04, "val/vs_start/diff_high": 0.16,
+               "val/vs_start/n": 300}
+    assert gain_line(summary) == ("validation success at step 30: 50.0% -> 60.0% over 300 paired episodes: better "
+                                  "than at step 0 by 10.0 points [95% CI +4.0, +16.0]")
+    summary.update({"val/vs_start/diff_low": -0.02})
+    assert gain_line(summary).endswith("no change from step 0 detected: +10.0 points [95% CI -2.0, +16.0] holds 0")
+    summary.update({"val/vs_start/mean_diff": -0.1, "val/vs_start/diff_low": -0.16, "val/vs_start/diff_high": -0.04})
+    assert gain_line(summary).endswith("worse than at step 0 by 10.0 points [95% CI -16.0, -4.0]")
+    assert gain_line({"steps": 3}) is None  # no evaluation at step 0 and at the end: nothing to compare

@@ -35,16 +35,7 @@ LOCK_FILE = ".ablate.lock"
 STATES = ("pending", "queued", "running", "done", "failed", "interrupted")
 
 
-def is_complete(run_dir: Path) -> bool:
-    if (run_dir / rr.COMPLETE_MARKER).exists():
-        return True
-    summary = run_dir / rr.SUMMARY_FILE
-    if not summary.is_file():
-        return False
-    try:
-        return json.loads(summary.read_text(encoding="utf-8")).get(rr.STATUS) == rr.STATUS_COMPLETE
-    except (ValueError, OSError, AttributeError):
-        return False
+is_complete = rr.is_complete  # the one definition of a finished run (lfo_cli.run_record)
 
 
 def is_started(run_dir: Path) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -10,13 +9,10 @@ import typer
 
 from lfo_cli import recipes
 from lfo_cli import run_record as rr
-from lfo_cli.ablate.runner import is_complete  # the one definition of a finished run
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
-from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_metadata
 from lfo_cli.models import cache
-from lfo_cli.models.warmstart_cache import warmstart_status
-from lfo_cli.worlds import DEFAULT_KIND, world_class
+from lfo_cli.models.warmstart_cache import check_world, warmstart_status
 
 CONTEXT: dict = {}
 
@@ -28,77 +24,6 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override one recipe key, e.g. --set wm.coef=1.0 (repeatable)."),
 ]
-
-
-def _prepare(rec, run_dir: Path) -> dict:
-    """What a run's runner gets beyond its config, made before the run dir holds anything of the run. A grpo
-    run: its one `DualLoRAConfig` (every check, this machine's too) and its base model, the recipe's warm
-    start built first if it is missing."""
-    import subprocess
-    import sys
-
-    if rec.kind != "grpo":
-        return {}
-    args = rec.config.training_args(run_dir)
-    ws = rec.config.model.warmstart
-    if not ws:
-        return {"args": args, "base": rec.config.model.name}
-    from lfo_cli.models.warmstart import ensure_warmstart
-
-    data_dir = rec.config.data.dir
-    overrides = rec.config.warmstart_overrides()  # the run's seed, for a warm start drawn per seed
-    # Not under `accelerate launch` with several processes or DeepSpeed: every rank would train it, and its
-    # Trainer would inherit the plugin; ensure_warmstart(build=False) then says how to build it beforehand.
-    distributed = args.world_size > 1 or args.deepspeed_plugin is not None
-    status = warmstart_status(ws, data_dir=data_dir, overrides=overrides)
-    _check_world(ws, status, rec.config.env.kind)
-    if not distributed and not status["cached"]:
-        # In a process of its own: the warm start's Trainer would fix accelerate's process-wide state (its
-        # mixed precision) before this run's Accelerator exists. Its progress goes to the same terminal/log.
-        # Its stdout goes to this process's stderr (file descriptor 2): `--json` keeps stdout to itself.
-        done = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "build", str(ws), "--data-dir", str(data_dir),
-                               *(a for o in overrides for a in ("--set", o))], stdout=2, check=False)
-        if done.returncode != 0:
-            raise typer.Exit(done.returncode)  # the build printed its own error line
-    return {"args": args, "base": str(ensure_warmstart(ws, data_dir=data_dir, overrides=overrides, build=False))}
-
-
-def _check_world(ws: str, status: dict, kind: str) -> None:
-    if status["world"] != kind:
-        raise LfoError(f"model.warmstart={ws} imitates the {status['world']} world, but env.kind is {kind}: "
-                       "name a warm start of the same world")
-
-
-def _rank() -> int:
-    """The process rank under accelerate/torchrun (0 when not distributed)."""
-    import os
-
-    return int(os.environ.get("RANK", "0") or 0)
-
-
-def _continue_into(source: Path, out: Path, rec) -> Path:
-    """Copy run ``source`` into the new dir ``out`` (without its final summary) with the new recipe, so
-    ``--resume`` trains further there from the source's last checkpoint; the source stays as it was."""
-    import shutil
-
-    import yaml
-
-    if out.exists() and any(out.iterdir()):
-        raise LfoError(f"{out} already exists; --resume RUN --out NEW needs a new dir")
-    if not any(source.glob(f"{rr.CHECKPOINT_PREFIX}*")):
-        raise LfoError(f"{source} has no checkpoint to continue from")
-    tmp = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(rr.SUMMARY_FILE))
-    atomic_write_text(tmp / rr.RECIPE_FILE, yaml.safe_dump(rec.resolved, sort_keys=False))
-    meta = read_json(tmp / rr.RUN_FILE) if (tmp / rr.RUN_FILE).is_file() else {}
-    meta.update({rr.RUN_CONFIG: rec.resolved, "continued_from": str(source)})
-    atomic_write_json(tmp / rr.RUN_FILE, meta)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists():
-        out.rmdir()
-    tmp.replace(out)
-    return out
 
 
 @handle_errors
@@ -148,61 +73,58 @@ def train(
             width = max(map(len, described))
             typer.echo("\n".join(f"{n:<{width}}  {d}" for n, d in described.items()))
         return
+    from lfo_cli.train.run import BuildFailed, Run  # imports the models layer (torch)
+
     if resume is not None:
         if recipe is not None:
             raise LfoError("--resume continues a run with its recorded recipe; drop --recipe")
         if set_ and out is None:
             raise LfoError("--resume RUN --set ... changes a run: continue it into a new dir with --out NEW")
-        mapping = recipes.read_run_recipe(resume)
-        name = read_json(resume / rr.RUN_FILE).get(rr.RUN_RECIPE, resume.name) if (resume / rr.RUN_FILE).is_file() else resume.name
-        if out is None and is_complete(resume):
+        if out is None and rr.is_complete(resume):
             # A finished run is never modified: say so and leave it as it is.
             typer.echo(f"{resume} is complete; nothing to resume. To train further, continue it into a new dir: "
                        f"lfo train --resume {resume} --out NEW --set trainer.max_steps=N")
             return
-        rec = recipes.recipe_from_mapping(recipes.apply_overrides(mapping, list(set_ or [])), name=name)
-        prepared = _prepare(rec, out or resume)
-        run_dir = resume if out is None else _continue_into(resume, out, rec)
+        run = Run.resumed(resume, out=out, overrides=list(set_ or []))
     else:
         if recipe is None:
             raise LfoError("--recipe NAME is required (see `lfo train --list`)")
-        overrides = list(set_ or [])
-        if seed is not None:
-            overrides.append(f"seed={seed}")
-        rec = recipes.load_recipe(recipe, overrides)
+        run = Run.new(recipe, list(set_ or []) + ([f"seed={seed}"] if seed is not None else []), out=out)
         if dry_run:
-            rec.check()
+            run.recipe.check()
             if json_out:
-                print_json(rec.resolved)
+                print_json(run.recipe.resolved)
             else:
-                typer.echo(yaml.safe_dump(rec.resolved, sort_keys=False), nl=False)
-                _warmstart_note(rec)
+                typer.echo(yaml.safe_dump(run.recipe.resolved, sort_keys=False), nl=False)
+                _warmstart_note(run.recipe)
             return
-        run_seed = getattr(rec.config, "seed", None)
-        if out is None and _rank() > 0:
-            raise LfoError("under `accelerate launch`, pass --out so every process uses the same run dir")
-        run_dir = out or Path("runs") / f"{Path(rec.name).stem}_s{run_seed}_{time.strftime('%Y%m%d-%H%M%S')}"
-        if _rank() == 0 and (run_dir / rr.RECIPE_FILE).exists():
-            raise LfoError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
-        prepared = _prepare(rec, run_dir)
-        if _rank() == 0:  # under accelerate/torchrun only the main process owns the run dir's metadata
-            run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(run_dir / rr.RECIPE_FILE, yaml.safe_dump(rec.resolved, sort_keys=False))
-            meta = run_metadata(seed=getattr(rec.config, "seed", None), config=rec.resolved)
-            meta.update({rr.RUN_RECIPE: rec.name, "recipe_chain": rec.chain, "kind": rec.kind})
-            data_dir = (rec.resolved.get("data") or {}).get("dir")
-            if data_dir is not None:  # the world it trains on: evaluations find it, and refuse another
-                kind = (rec.resolved.get("env") or {}).get("kind", DEFAULT_KIND)
-                meta[rr.RUN_WORLD] = {"dir": str(Path(data_dir).resolve()), "kind": kind,
-                                      "fingerprint": world_class(kind).fingerprint(data_dir)}
-            atomic_write_json(run_dir / rr.RUN_FILE, meta)
-
-    runner = recipes.KINDS[rec.kind].run_function()
-    summary = runner(rec.config, run_dir, resume=resume is not None, **prepared)
+    try:
+        summary = run.start()
+    except BuildFailed as exc:
+        raise typer.Exit(exc.returncode) from None  # the build printed its own error line
     if json_out:
-        print_json({"run_dir": str(run_dir), **(summary or {})})
+        print_json({"run_dir": str(run.run_dir), **summary})
     else:
-        typer.echo(f"run dir: {run_dir}")
+        typer.echo(f"run dir: {run.run_dir}")
+        line = gain_line(summary)
+        if line:
+            typer.echo(line)
+
+
+def gain_line(summary: dict, prefix: str = rr.VAL) -> str | None:
+    """The run's last validation against its step 0 on the same episodes, in one line: "better than at step 0
+    by X [CI]" where the paired interval lies above 0, else said plainly; None without both evaluations."""
+    get = lambda stat: summary.get(rr.vs_start_key(prefix, stat))  # noqa: E731
+    diff, low, high, n = get(rr.MEAN_DIFF), get("diff_low"), get("diff_high"), get("n")
+    if diff is None or low is None or high is None or not n:
+        return None
+    pts = lambda x: f"{100 * x:+.1f}"  # noqa: E731
+    by = f"{100 * abs(diff):.1f} points [95% CI {pts(low)}, {pts(high)}]"
+    what = (f"better than at step 0 by {by}" if low > 0 else f"worse than at step 0 by {by}" if high < 0 else
+            f"no change from step 0 detected: {pts(diff)} points [95% CI {pts(low)}, {pts(high)}] holds 0")
+    label = {rr.VAL: "validation", rr.HELDOUT: "held-out"}.get(prefix, prefix)
+    return (f"{label} success at step {summary.get('steps')}: {100 * get(rr.START_SUCCESS):.1f}% -> "
+            f"{100 * get(rr.FINAL_SUCCESS):.1f}% over {int(n)} paired episodes: {what}")
 
 
 def _explain(key: str, recipe: str | None, overrides: list[str], json_out: bool) -> None:
@@ -232,7 +154,7 @@ def _warmstart_note(rec) -> None:
         return
     data_dir, overrides = (rec.resolved.get("data") or {}).get("dir"), rec.config.warmstart_overrides()
     st = warmstart_status(ws, data_dir=data_dir, overrides=overrides)
-    _check_world(ws, st, rec.config.env.kind)
+    check_world(ws, st, rec.config.env.kind)
     if st["cached"]:
         took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""
         typer.echo(f"warm start '{ws}': cached at {st['path']}{took}", err=True)

@@ -198,3 +198,10 @@ def list_warmstarts() -> list[dict[str, Any]]:
             "size_bytes": cache.dir_size(path),
         })
     return rows
+
+
+def check_world(ws: str, status: dict, kind: str) -> None:
+    """A run of world ``kind`` refuses a warm start (its :func:`warmstart_status`) that imitates another world."""
+    if status["world"] != kind:
+        raise LfoError(f"model.warmstart={ws} imitates the {status['world']} world, but env.kind is {kind}: "
+                       "name a warm start of the same world")
