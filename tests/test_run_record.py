@@ -145,6 +145,8 @@ NOT_IN_THE_TINY_RUN = {
     "WMIL_SUCCESS": "`lfo wmil train` runs",
     "WMIL_ENV_STEPS": "`lfo wmil train` runs",
     "WMIL_EVAL": "`lfo wmil train` runs",
+    "EVAL_SUCCESS_RATE": "a warm start's own evaluation (its summary.json), read by the report's warm-start "
+                         "covariate: summarize_eval writes it",
 }
 
 
@@ -181,6 +183,7 @@ def written(tmp_path_factory) -> list[Written]:
 
     from lfo_cli.env import generate_world, write_world
     from lfo_cli.env.plugin import CustomerServiceWorld
+    from lfo_cli.models.agent_eval import summarize_eval
     from lfo_cli.models.trajectories import collect_trajectories
     from lfo_cli.train.run_metrics import validation_metrics, vs_start
     from lfo_cli.wmil.config import WMILConfig
@@ -208,6 +211,9 @@ def written(tmp_path_factory) -> list[Written]:
                 for t in trajectories]
     out.append(Written("validation of the probe policy's episodes",
                        set(validation_metrics({"episodes": episodes, "turns": []}, world=CustomerServiceWorld(world)))))
+    # A warm start's own evaluation of those episodes: what its summary.json holds.
+    out.append(Written("a warm start's evaluation (summarize_eval)",
+                       set(summarize_eval({"episodes": episodes, "turns": []}))))
 
     # Final vs step 0 where some episodes changed.
     run = root / "vs_start"

@@ -17,6 +17,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.eval import comparison
 from lfo_cli.report import verdict
@@ -25,7 +26,7 @@ from lfo_cli.report.format import est, finite, num
 from lfo_cli.report.plan import Plan
 
 WARMSTARTS = "warmstarts"  # beside a study's runs/: the warm starts its runs drew (summary.json each)
-WARMSTART_SKILL = "eval/success_rate"  # a warm start's own validation success, from its build's evaluation
+WARMSTART_SKILL = rr.EVAL_SUCCESS_RATE  # a warm start's own validation success, from its build's evaluation
 Pairs = dict[str, list[tuple[object, ArmRun, ArmRun]]]  # arm -> [(seed, the arm's run, the reference's run)]
 
 
@@ -120,12 +121,12 @@ def warmstart_skill(run, folder: Path) -> float:
     """The validation success the run's warm start scored in its own build (``WARMSTART_SKILL`` of its
     ``summary.json`` under ``folder``, found by the warm-start key in the run's ``base_model_ref``); NaN when the
     run names no warm start or its files are not there."""
-    ref = str((run.summary.get("base_model_ref") or {}).get("lfo_home", ""))
+    ref = str((run.summary.get(rr.BASE_MODEL_REF) or {}).get("lfo_home", ""))
     parts = ref.split("/")
-    if len(parts) < 2 or not (folder / parts[1] / "summary.json").is_file():
+    if len(parts) < 2 or not (folder / parts[1] / rr.SUMMARY_FILE).is_file():
         return math.nan
     try:
-        value = json.loads((folder / parts[1] / "summary.json").read_text(encoding="utf-8")).get(WARMSTART_SKILL)
+        value = json.loads((folder / parts[1] / rr.SUMMARY_FILE).read_text(encoding="utf-8")).get(WARMSTART_SKILL)
     except (OSError, ValueError):
         return math.nan
     return float(value) if finite(value) else math.nan

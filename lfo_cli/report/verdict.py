@@ -85,8 +85,12 @@ class Verdict:
         return wilcoxon_floor(self.n, self.family) < self.alpha
 
     def p_words(self) -> str:
-        """The deciding p with its name: "Holm p 0.019" (a family) or "t-test p 0.019" (one comparison)."""
-        return f"{'Holm p' if self.family > 1 else 't-test p'} {short_p(self.p)}"
+        """The deciding p with its name: "Holm p 0.019" (a family) or "t-test p 0.019" (one comparison); a p that
+        two digits would print as alpha gets the digits that tell it from alpha (0.0502, not 0.05)."""
+        text, digits = short_p(self.p), 3
+        while finite(self.p) and text == f"{self.alpha:g}" and self.p != self.alpha and digits <= 6:
+            text, digits = f"{self.p:.{digits}g}", digits + 1
+        return f"{'Holm p' if self.family > 1 else 't-test p'} {text}"
 
     def word(self, higher: str = "higher", lower: str = "lower", none: str = "no effect detected") -> str:
         if not self.tested:

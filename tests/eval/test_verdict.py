@@ -81,3 +81,11 @@ def test_the_covariate_adjusted_difference_is_the_intercept():
     assert got["diff"] == pytest.approx(0.1, abs=0.01) and got["slope"] == pytest.approx(0.5, abs=0.05)
     assert got["low"] < got["diff"] < got["high"] and got["p"] < 0.01
     assert adjusted_difference(d, [0.3] * 6)["diff"] != adjusted_difference(d, [0.3] * 6)["diff"]  # NaN: no spread
+
+
+def test_a_p_that_two_digits_would_print_as_alpha_gets_the_digits_that_tell_it_apart():
+    v = verdict.Verdict(n=8, diff=-0.04, low=-0.06, high=-0.01, p_raw=0.02, p=0.0502, wilcoxon_p_raw=0.02,
+                        wilcoxon_p=0.05, family=3)
+    assert v.phrase() == "no effect detected (Holm p 0.0502)"
+    assert v.__class__(**{**v.__dict__, "p": 0.04996}).phrase() == "lower (Holm p 0.04996)"
+    assert v.__class__(**{**v.__dict__, "p": 0.019}).phrase() == "lower (Holm p 0.019)"

@@ -106,8 +106,9 @@ def test_export_writes_files_that_load_without_lfo(trained, merge, monkeypatch):
         f"error: {out} already exists; choose a new --out (an export never overwrites)"]
 
 
-def test_the_readme_snippet_loads_an_export_with_both_adapters(trained, monkeypatch):
-    """The README's "Load a trained run" block, run as written on a real export (only its path replaced)."""
+def test_the_documented_snippet_loads_an_export_with_both_adapters(trained, monkeypatch):
+    """The loading snippet of docs/training.md ("Run dir"), run as written on a real export (only its path
+    replaced)."""
     import re
 
     from lfo_cli.eval.loading import load_run_model
@@ -118,9 +119,9 @@ def test_the_readme_snippet_loads_an_export_with_both_adapters(trained, monkeypa
     done = subprocess.run([sys.executable, "-m", "lfo_cli", "export", str(root / "moved"), "--out", str(out)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Load a trained run", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    section = doc.split("\n## Run dir", 1)[1].split("\n## ", 1)[0]
+    code = next(c for c in re.findall(r"```python\n(.*?)```", section, re.S) if "PeftModel" in c)
     assert 'path = "exported/dual_s0"' in code
     scope: dict = {}
     exec(code.replace('"exported/dual_s0"', repr(str(out)), 1), scope)  # noqa: S102 - the README's own lines
