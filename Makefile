@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job, bounded to 20 minutes on 2 cores: the world, the reference-policy check, a WMIL run,
+# The main job (24.6 min on a clean 2-core machine, 2026-11-28, most of it the warm start's first build): the world, the reference-policy check, a WMIL run,
 # a short dual-LoRA training on the warm-started micro model (the warm start is built on first use
 # and cached in ~/.cache/lfo), and the report. Re-running replaces runs/demo.
 demo: $(STAMP)
