@@ -114,9 +114,30 @@ def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, 
     from typer.testing import CliRunner
 
     from lfo_cli.cli import app
+    from lfo_cli.errors import LfoError
+    from lfo_cli.train.run import Run
 
+    # the run is made by a script through lfo_cli.train.run.Run, what `lfo train` calls: nothing is written
+    # before start(), and the run is laid out as `lfo train`'s
     out = tmp_path / "run"
-    subprocess.run(train_cmd(setup, out, 2), check=True, capture_output=True, env=env(), timeout=600)
+    cmd = train_cmd(setup, out, 2)
+    sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--set"]
+    run = Run.new("dual_lora_micro", sets, out=out)
+    assert run.run_dir == out and not out.exists() and run.recipe.resolved["trainer"]["max_steps"] == 2
+    script = ("import json, sys; from lfo_cli.train.run import Run\n"
+              "s = Run.new('dual_lora_micro', json.loads(sys.argv[1]), out=sys.argv[2]).start()\n"
+              "print(json.dumps({'status': s.get('status')}))")
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(sets), str(out)], env=env(), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"status": "complete"}
+    assert steps_logged(out) == [1, 2] and (out / "recipe.yaml").is_file() and (out / "run.json").is_file()
+    with pytest.raises(LfoError, match="already holds a run"):
+        Run.new("dual_lora_micro", sets, out=out)
+    with pytest.raises(LfoError, match="is complete; continue it into a new dir"):
+        Run.resumed(out)
+    later = Run.resumed(out, out=tmp_path / "later", overrides=["trainer.max_steps=3"])
+    assert later.resume and later.source == out and not (tmp_path / "later").exists()
     before = _tree(out)
     # the calls that train nothing run in-process; the ones that train, in a fresh process
     resume = ["train", "--resume", str(out)]
@@ -561,32 +582,3 @@ def test_a_run_builds_its_trainer_config_once(setup, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert len(built) == 1 and used == built and built[0].wm.coef == 0.5
     assert json.loads((out / "summary.json").read_text())["steps"] == 1
-
-
-def test_the_run_object_is_what_lfo_train_calls_and_a_script_can_call_it(setup, tmp_path):
-    """`lfo_cli.train.run.Run` owns a run's life: nothing is written before start(), a script's run is laid out
-    as `lfo train`'s, and a finished run is never resumed in place."""
-    from lfo_cli.errors import LfoError
-    from lfo_cli.train.run import Run
-
-    out = tmp_path / "api"
-    cmd = train_cmd(setup, out, 2)
-    sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--set"]
-    run = Run.new("dual_lora_micro", sets, out=out)
-    assert run.run_dir == out and not out.exists() and run.recipe.resolved["trainer"]["max_steps"] == 2
-    script = ("import json, sys; from lfo_cli.train.run import Run\n"
-              "s = Run.new('dual_lora_micro', json.loads(sys.argv[1]), out=sys.argv[2]).start()\n"
-              "print(json.dumps({'status': s.get('status')}))")
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(sets), str(out)], env=env(), capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"status": "complete"}
-    assert steps_logged(out) == [1, 2] and (out / "recipe.yaml").is_file() and (out / "run.json").is_file()
-    with pytest.raises(LfoError, match="already holds a run"):
-        Run.new("dual_lora_micro", sets, out=out)
-    with pytest.raises(LfoError, match="is complete; continue it into a new dir"):
-        Run.resumed(out)
-    with pytest.raises(LfoError, match="continue it into a new dir with --out NEW"):
-        Run.resumed(out, overrides=["trainer.max_steps=4"])
-    more = Run.resumed(out, out=tmp_path / "more", overrides=["trainer.max_steps=4"])
-    assert more.resume and more.source == out and not (tmp_path / "more").exists()
