@@ -130,9 +130,8 @@ class Verdict:
             out.append(f"Wilcoxon disagrees ({'Holm ' if self.family > 1 else ''}p {short_p(self.wilcoxon_p)})")
         return out
 
-    def as_dict(self, prefix: str = "") -> dict:
-        return {f"{prefix}verdict": self.phrase(), f"{prefix}verdict_side": self.side,
-                f"{prefix}verdict_notes": "; ".join(self.notes())}
+    def as_dict(self) -> dict:
+        return {"verdict": self.phrase(), "verdict_side": self.side, "verdict_notes": "; ".join(self.notes())}
 
 
 def _paired(d: list[float]) -> tuple[float, float]:
