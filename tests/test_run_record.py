@@ -6,9 +6,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import json
-import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,7 +177,7 @@ def _train_cmd(root: Path, out: Path) -> list[str]:
 def written(tmp_path_factory) -> list[Written]:
     """The tiny training run first, then the writers of what it cannot write."""
     from golden_runs import run_case
-    from tiny import tiny_model, tiny_tokenizer
+    from tiny import lfo_here, tiny_model, tiny_tokenizer
 
     from lfo_cli.env import generate_world, write_world
     from lfo_cli.env.plugin import CustomerServiceWorld
@@ -195,8 +193,7 @@ def written(tmp_path_factory) -> list[Written]:
     tok = tiny_tokenizer()
     tiny_model(tok).save_pretrained(root / "model")
     tok.save_pretrained(root / "model")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    done = subprocess.run(_train_cmd(root, root / "run"), capture_output=True, text=True, env=env, timeout=600)
+    done = lfo_here(_train_cmd(root, root / "run"))
     assert done.returncode == 0, done.stderr[-3000:]
     out = [_run_dir("lfo train (tiny model)", root / "run")]
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from lfo_cli.errors import LfoError
-from lfo_cli.recipes import coerce
+from lfo_cli.recipes import coerce, type_hints
 from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.wm_settings import WorldModelSettings
@@ -235,7 +234,7 @@ class TrainConfig:
 
     def __post_init__(self):
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
-        hints = typing.get_type_hints(DualLoRAConfig)
+        hints = type_hints(DualLoRAConfig)
         for key in list(self.trainer):
             if key == "wm" or key.startswith("wm_"):
                 raise LfoError(f"trainer.{key}: set world-model options in the wm section (wm.{key[3:] or 'coef'})")

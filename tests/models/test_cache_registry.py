@@ -23,6 +23,12 @@ def _env(lfo_home: Path) -> dict:
     return {**os.environ, "LFO_HOME": str(lfo_home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
+def _list_here(lfo_home: Path, *extra: str):
+    """`lfo models list [--json]` in this process (the one test that checks what a fresh process imports keeps
+    its subprocess)."""
+    return CliRunner(env={"LFO_HOME": str(lfo_home), "COLUMNS": "200"}).invoke(app, ["models", "list", *extra])
+
+
 def _wait_for(predicate, timeout: float, what: str) -> None:
     t0 = time.time()
     while not predicate():
@@ -90,9 +96,8 @@ def test_incomplete_entry_in_cache_is_refused(tmp_path, monkeypatch):
 
 
 def test_models_list_offline_on_a_fresh_cache(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=_env(tmp_path),
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
+    out = _list_here(tmp_path, "--json")
+    assert out.exit_code == 0, out.output
     listed = json.loads(out.stdout)
     rows = {r["name"]: r for r in listed["models"]}
     assert set(rows) == {"micro", "micro_textworld", "smollm2-135m"} and listed["warmstarts"] == []
@@ -106,9 +111,8 @@ def test_models_list_with_a_warm_memo_imports_no_torch_and_shows_warm_starts(tmp
     hash of the GGUF), so a second listing reads markers and memos only; cached warm starts show their SFT
     steps of those planned and whether each is complete."""
     env = _env(tmp_path)
-    first = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=env,
-                           capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr
+    first = _list_here(tmp_path, "--json")
+    assert first.exit_code == 0, first.output
     memo = json.loads((tmp_path / "models" / registry.PARAM_MEMO).read_text())
     assert sorted(k.split("|")[0] for k in memo) == ["micro", "micro_textworld", "smollm2-135m"]
     assert any(k.startswith("smollm2-135m|sha256:") for k in memo)  # the wheel's RECORD hash, not a file hash
@@ -129,8 +133,7 @@ def test_models_list_with_a_warm_memo_imports_no_torch_and_shows_warm_starts(tmp
     assert "909/909" in rows[0] and "complete" in rows[0]
     assert "331 (plan not recorded)" in rows[1] and "budget-stopped" in rows[1]
     assert "lfo models build RECIPE --force" in out.stdout
-    listed = json.loads(subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=env,
-                                       capture_output=True, text=True, timeout=120).stdout)
+    listed = json.loads(_list_here(tmp_path, "--json").stdout)
     assert [(r["key"], r["state"], r["steps"]) for r in listed["warmstarts"]] == [
         ("micro-aaaaaaaaaaaa", "complete", 909), ("micro-bbbbbbbbbbbb", "budget-stopped", 331)]
 
@@ -147,14 +150,11 @@ def test_models_list_shows_running_and_interrupted_builds_with_their_last_checkp
                 json.dumps({"global_step": step, "max_steps": 900}))
         (tmp / "checkpoints" / "checkpoint-400").mkdir()  # cut while being written: no trainer state
         (tmp / ".lfo_build.pid").write_text(str(pid))
-    env = {**_env(tmp_path), "COLUMNS": "200"}
-    listed = json.loads(subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list", "--json"], env=env,
-                                       capture_output=True, text=True, timeout=120).stdout)
+    listed = json.loads(_list_here(tmp_path, "--json").stdout)
     assert [(r["key"], r["state"], r["steps"], r["planned_steps"]) for r in listed["warmstarts"]] == [
         ("micro-cccccccccccc", "interrupted (the next build continues it)", 300, 900),
         ("micro-dddddddddddd", "building", 300, 900)]
-    out = subprocess.run([sys.executable, "-m", "lfo_cli", "models", "list"], env=env, capture_output=True, text=True,
-                         timeout=120).stdout
+    out = _list_here(tmp_path).stdout
     assert "300/900" in out and "lfo models build RECIPE" in out and "--force" not in out
 
 

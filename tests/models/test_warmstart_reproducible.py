@@ -5,7 +5,6 @@ limit is a guard that fails the build and caches nothing; a cache entry that is 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -93,14 +92,8 @@ def test_a_tripped_time_guard_caches_nothing_and_the_next_build_continues_to_the
     assert len(keys) == 1
 
 
-def _lfo(*args: str, home: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LFO_HOME": str(home), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "lfo_cli", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
-
-
 def _lfo_here(*args: str, home: Path):
-    """The same command in-process, for the calls that build nothing."""
+    """`lfo ARGS` in this process, with ``home`` as $LFO_HOME."""
     from typer.testing import CliRunner
 
     from lfo_cli.cli import app
@@ -110,8 +103,8 @@ def _lfo_here(*args: str, home: Path):
 
 def test_budget_stopped_and_foreign_entries_are_refused_and_rebuilt_on_request(tiny_recipe, tmp_path):
     home = tmp_path / "home"
-    built = _lfo("models", "build", str(tiny_recipe), home=home)
-    assert built.returncode == 0, built.stderr[-2000:]
+    built = _lfo_here("models", "build", str(tiny_recipe), home=home)
+    assert built.exit_code == 0, built.output[-2000:]
     # a log, not a terminal: plain progress lines with step/total and ETA, no tqdm bar
     assert re.search(r"^trained \d+ steps in \d+ s$", built.stdout, re.M) and not TQDM.search(built.stdout + built.stderr)
     entry = next(p for p in (home / "warmstart").iterdir() if not p.name.startswith("."))
@@ -131,8 +124,8 @@ def test_budget_stopped_and_foreign_entries_are_refused_and_rebuilt_on_request(t
         assert f"lfo models build {tiny_recipe} --force" in refused.stderr
         listed = json.loads(_lfo_here("models", "list", "--json", home=home).stdout)["warmstarts"]
         assert [r["state"] for r in listed] == [name]
-    rebuilt = _lfo("models", "build", str(tiny_recipe), "--force", home=home)
-    assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
+    rebuilt = _lfo_here("models", "build", str(tiny_recipe), "--force", home=home)
+    assert rebuilt.exit_code == 0, rebuilt.output[-2000:]
     assert (entry / "model" / "model.safetensors").read_bytes() == original  # the recipe's model, again
     (row,) = json.loads(_lfo_here("models", "list", "--json", home=home).stdout)["warmstarts"]
     assert row["state"] == "complete" and row["steps"] == row["planned_steps"] == good["train/planned_steps"]

@@ -22,6 +22,7 @@ from lfo_cli.textworld_env.games import GameSpec, generate_games
 from lfo_cli.textworld_env.text import clean
 
 pytest.importorskip("textworld")
+pytestmark = pytest.mark.slow
 COOKING = GameSpec(kind="cooking", recipe=1, take=1, go=6)  # one ingredient to find in one of six rooms
 
 
@@ -31,10 +32,10 @@ def games(tmp_path_factory):
 
 
 def test_the_same_seeds_give_the_same_games_and_other_seeds_other_ones(games, tmp_path):
-    again = generate_games(COOKING, range(4), root=tmp_path)
-    assert [g.sha256 for g in again] == [g.sha256 for g in games] and len({g.sha256 for g in games}) == 4
+    again = generate_games(COOKING, range(2), root=tmp_path)
+    assert [g.sha256 for g in again] == [g.sha256 for g in games[:2]] and len({g.sha256 for g in games}) == 4
     manifest = json.loads((again[0].path.parent / "manifest.json").read_text())
-    assert manifest["spec"]["go"] == 6 and sorted(manifest["games"], key=int) == ["0", "1", "2", "3"]
+    assert manifest["spec"]["go"] == 6 and sorted(manifest["games"], key=int) == ["0", "1"]
     other = generate_games(GameSpec(kind="cooking", recipe=1, take=1, go=6, split="valid"), [0], root=tmp_path)
     assert other[0].sha256 != games[0].sha256  # the valid split: other foods for the same seed
 
@@ -159,9 +160,11 @@ def test_bad_input_is_one_clear_error(games, tmp_path, monkeypatch):
         generate_games(COOKING, [77], root=tmp_path)
 
 
-def _lfo(*args: str, home) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LFO_HOME": str(home), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "lfo_cli", *args], capture_output=True, text=True, env=env, timeout=300)
+def _lfo(*args: str, home):
+    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+    from tiny import lfo_here
+
+    return lfo_here(*args, env={"LFO_HOME": str(home)})
 
 
 def test_gen_env_makes_and_checks_textworld_games(tmp_path):

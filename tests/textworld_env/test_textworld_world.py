@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -116,7 +115,7 @@ def test_a_world_file_that_disagrees_with_its_games_is_one_error(home, tmp_path)
 
 @pytest.mark.slow
 def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
-    from tiny import tiny_model, tiny_tokenizer
+    from tiny import lfo_here, tiny_model, tiny_tokenizer
 
     tok = tiny_tokenizer()
     tiny_model(tok).save_pretrained(tmp_path / "model")
@@ -130,8 +129,7 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
             "trainer.num_generations": "2", "trainer.logging_steps": "1", "trainer.save_steps": "2"}
     cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(tmp_path / "run")]
     cmd += [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    done = lfo_here(cmd)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     val = [r for r in rows if "val/success" in r]

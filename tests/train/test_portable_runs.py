@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from tiny import Done, lfo_here, tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +36,7 @@ def trained(tmp_path_factory):
     cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(root / "run")]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "LFO_HOME": str(root / "home1")}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    done = lfo_here(cmd, env={"LFO_HOME": str(root / "home1")})
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((root / "run" / "summary.json").read_text())
     card = (root / "run" / "README.md").read_text()
@@ -85,9 +83,8 @@ def test_export_writes_files_that_load_without_lfo(trained, merge, monkeypatch):
 
     root, _, _ = trained
     out = root / f"export_{merge}"
-    env = {**os.environ, "LFO_HOME": str(root / "home2"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "lfo_cli", "export", str(root / "moved"), "--out", str(out), "--json"]
-    done = subprocess.run(cmd + (["--merge"] if merge else []), capture_output=True, text=True, env=env, timeout=600)
+    cmd = ["export", str(root / "moved"), "--out", str(out), "--json"]
+    done = _lfo(root, *cmd, *(["--merge"] if merge else []))
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["merged"] is merge
     monkeypatch.setenv("LFO_HOME", str(root / "home2"))
@@ -101,7 +98,7 @@ def test_export_writes_files_that_load_without_lfo(trained, merge, monkeypatch):
         got_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(out / "base"), out / "policy")
         assert (out / "world_model" / "adapter_model.safetensors").is_file()
     torch.testing.assert_close(logits(got_model, got_tok), want, rtol=1e-4, atol=1e-4)
-    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    again = _lfo(root, *cmd)
     assert again.returncode == 2 and again.stderr.strip().splitlines() == [
         f"error: {out} already exists; choose a new --out (an export never overwrites)"]
 
@@ -115,9 +112,7 @@ def test_the_documented_snippet_loads_an_export_with_both_adapters(trained, monk
 
     root, _, _ = trained
     out = root / "export_readme"
-    env = {**os.environ, "LFO_HOME": str(root / "home2"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "lfo_cli", "export", str(root / "moved"), "--out", str(out)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = _lfo(root, "export", str(root / "moved"), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     doc = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
     section = doc.split("\n## Run dir", 1)[1].split("\n## ", 1)[0]
@@ -132,10 +127,10 @@ def test_the_documented_snippet_loads_an_export_with_both_adapters(trained, monk
     torch.testing.assert_close(logits(model, scope["tokenizer"]), logits(want_model, want_tok), rtol=1e-4, atol=1e-4)
 
 
-def _lfo(root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LFO_HOME": str(root / "home2"), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "lfo_cli", *args], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=cwd)
+def _lfo(root: Path, *args: str, cwd: Path | None = None) -> Done:
+    """`lfo ARGS` in this process with this machine's $LFO_HOME (home2), from ``cwd`` where given."""
+    with contextlib.chdir(cwd or Path.cwd()):
+        return lfo_here(*args, env={"LFO_HOME": str(root / "home2")})
 
 
 @pytest.mark.parametrize("damage", ["truncated policy", "wrong-shape world model"])

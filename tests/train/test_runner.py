@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny import logged_values, tiny_model, tiny_tokenizer  # noqa: E402
+from tiny import lfo_here, logged_values, tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -55,17 +55,26 @@ def steps_logged(out: Path) -> list[int]:
     return [r["step"] for r in rows if "loss" in r]  # per-step training rows (not the final summary row)
 
 
-def test_run_dir_layout_and_adapters_load(setup, tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def layout(setup, tmp_path_factory) -> Path:
+    """A 3-step run with validation, a held-out control and TensorBoard, trained once for the tests below."""
+    out = tmp_path_factory.mktemp("layout") / "run"
     # Validation every 2 of 3 steps on 2 tasks x 2 samples of difficulties 1-2: evaluations at 0, 2 and
     # (max_steps not a multiple of `every`) at the end.
     # A held-out control of 2 tasks at the start and the end; training and validation on 3 companies.
     validation = ["eval.every=2", "eval.num_tasks=2", "eval.samples_per_task=2", "eval.difficulties=[1,2]",
-                  "eval.heldout_tasks=2", "data.companies=3", "data.fresh_tasks=30", "eval.fresh_tasks=30"]
+                  "eval.heldout_tasks=2", "data.companies=3", "data.fresh_tasks=30", "eval.fresh_tasks=30",
+                  "trainer.report_to=tensorboard"]
     cmd = train_cmd(setup, out, 3)
     for item in validation:
         cmd += ["--set", item]
-    subprocess.run(cmd, check=True, capture_output=True, env=env(), timeout=600)
+    done = lfo_here(cmd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_run_dir_layout_and_adapters_load(setup, layout):
+    out = layout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["steps"] == 3
     run = json.loads((out / "run.json").read_text())
@@ -99,7 +108,7 @@ def test_gradient_accumulation_carries_the_world_model_columns_through_trls_spli
     and the 0-d world-model total must survive that, in TRL's own loop, and every step is logged."""
     out = tmp_path / "run"
     cmd = train_cmd(setup, out, 2, trainer__per_device_train_batch_size="2", trainer__gradient_accumulation_steps="2")
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=600)
+    done = lfo_here(cmd)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["steps"] == 2
@@ -110,7 +119,7 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, tmp_path):
+def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from lfo_cli.cli import app
@@ -119,18 +128,13 @@ def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, 
 
     # the run is made by a script through lfo_cli.train.run.Run, what `lfo train` calls: nothing is written
     # before start(), and the run is laid out as `lfo train`'s
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     out = tmp_path / "run"
     cmd = train_cmd(setup, out, 2)
     sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--set"]
     run = Run.new("dual_lora_micro", sets, out=out)
     assert run.run_dir == out and not out.exists() and run.recipe.resolved["trainer"]["max_steps"] == 2
-    script = ("import json, sys; from lfo_cli.train.run import Run\n"
-              "s = Run.new('dual_lora_micro', json.loads(sys.argv[1]), out=sys.argv[2]).start()\n"
-              "print(json.dumps({'status': s.get('status')}))")
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(sets), str(out)], env=env(), capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"status": "complete"}
+    assert run.start()["status"] == "complete"
     assert steps_logged(out) == [1, 2] and (out / "recipe.yaml").is_file() and (out / "run.json").is_file()
     with pytest.raises(LfoError, match="already holds a run"):
         Run.new("dual_lora_micro", sets, out=out)
@@ -139,7 +143,6 @@ def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, 
     later = Run.resumed(out, out=tmp_path / "later", overrides=["trainer.max_steps=3"])
     assert later.resume and later.source == out and not (tmp_path / "later").exists()
     before = _tree(out)
-    # the calls that train nothing run in-process; the ones that train, in a fresh process
     resume = ["train", "--resume", str(out)]
     done = CliRunner().invoke(app, resume)
     assert done.exit_code == 0 and "is complete; nothing to resume" in done.stdout
@@ -147,9 +150,7 @@ def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, 
     refused = CliRunner().invoke(app, [*resume, "--set", "trainer.max_steps=3"])
     assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "--out NEW" in refused.stderr
     more = tmp_path / "more"
-    lfo = [sys.executable, "-m", "lfo_cli", *resume]
-    done = subprocess.run([*lfo, "--out", str(more), "--set", "trainer.max_steps=3"], capture_output=True, text=True,
-                          env=env(), timeout=600)
+    done = lfo_here(*resume, "--out", str(more), "--set", "trainer.max_steps=3")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((more / "summary.json").read_text())["steps"] == 3 and steps_logged(more) == [1, 2, 3]
     assert json.loads((more / "run.json").read_text())["continued_from"] == str(out)
@@ -166,7 +167,8 @@ WHOLE = {"eval__every": "2", "eval__num_tasks": "2", "trainer__save_total_limit"
 @pytest.fixture(scope="module")
 def whole(setup, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("whole") / "run"
-    subprocess.run(train_cmd(setup, out, 5, **WHOLE), check=True, capture_output=True, env=env(), timeout=600)
+    done = lfo_here(train_cmd(setup, out, 5, **WHOLE))
+    assert done.returncode == 0, done.stderr[-3000:]
     return out
 
 
@@ -181,8 +183,7 @@ def test_kill_and_resume_continue_without_gap(setup, whole, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "summary.json").exists()
-    done = subprocess.run([sys.executable, "-m", "lfo_cli", "train", "--resume", str(out)],
-                          capture_output=True, text=True, env=env(), timeout=600)
+    done = lfo_here("train", "--resume", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["resumed_from"]
@@ -209,8 +210,7 @@ def test_an_incomplete_checkpoint_is_never_loaded_and_the_resume_is_exact(whole,
         shutil.rmtree(cut / p) if (cut / p).is_dir() else (cut / p).unlink()
     (cut / "checkpoint-3" / "trainer_state.json").unlink()  # cut off while writing
     (cut / "checkpoint-3" / "optimizer.pt").write_bytes(b"truncated")
-    done = subprocess.run([sys.executable, "-m", "lfo_cli", "train", "--resume", str(cut)],
-                          capture_output=True, text=True, env=env(), timeout=600)
+    done = lfo_here("train", "--resume", str(cut))
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((cut / "summary.json").read_text())["resumed_from"].endswith("checkpoint-2")
     assert logged_values(cut) == logged_values(whole)
@@ -244,32 +244,23 @@ def tiny_warmstart_recipe(root: Path, tmp_path: Path) -> Path:
     return recipe
 
 
-def test_warm_start_built_in_the_same_process_leaves_mixed_precision_to_the_trainer(setup, tmp_path):
-    """A warm start built on first use runs its own Trainer in the `lfo train` process; a bf16 GRPO run
-    after it must still get its bf16 Accelerator (it crashed on the first GPU run)."""
-    home = tmp_path / "home"
-    recipe = tiny_warmstart_recipe(setup, tmp_path)
-    out = tmp_path / "run"
-    cmd = train_cmd(setup, out, 1, model__warmstart=str(recipe), trainer__bf16="true", trainer__use_cpu="true")
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**env(), "LFO_HOME": str(home)}, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 1 and str(home / "warmstart") in summary["base_model"]
-    assert json.loads((out / "run.json").read_text())["config"]["trainer"]["bf16"] is True
-
-
-def test_a_run_with_a_warm_start_per_seed_builds_and_records_its_seeds_draw(setup, tmp_path):
-    """`model.warmstart_per_seed`: `lfo train` builds the warm start with the run's seed (its own cache entry,
-    not the recipe's own seed's) and records the override beside the recipe in the base model's reference."""
+def test_a_warm_start_built_per_seed_in_the_run_leaves_mixed_precision_to_the_trainer(setup, tmp_path):
+    """A warm start built on first use runs its own Trainer in the `lfo train` process (a fresh one here, as a
+    user's): a bf16 GRPO run after it must still get its bf16 Accelerator (it crashed on the first GPU run).
+    With `model.warmstart_per_seed` the run builds it with its own seed (its own cache entry, not the recipe's
+    own seed's) and records the override beside the recipe in the base model's reference."""
     from lfo_cli.models.warmstart_cache import warmstart_status
 
     home = tmp_path / "home"
     recipe = tiny_warmstart_recipe(setup, tmp_path)
     out = tmp_path / "run"
-    cmd = train_cmd(setup, out, 1, "--seed", "5", model__warmstart=str(recipe), model__warmstart_per_seed="true")
+    cmd = train_cmd(setup, out, 1, "--seed", "5", model__warmstart=str(recipe), model__warmstart_per_seed="true",
+                    trainer__bf16="true", trainer__use_cpu="true")
     done = subprocess.run(cmd, capture_output=True, text=True, env={**env(), "LFO_HOME": str(home)}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 1 and str(home / "warmstart") in summary["base_model"]
+    assert json.loads((out / "run.json").read_text())["config"]["trainer"]["bf16"] is True
     drawn = warmstart_status(str(recipe), data_dir=str(setup / "data"), overrides=["seed=5"])["path"]
     own = warmstart_status(str(recipe), data_dir=str(setup / "data"))["path"]
     assert drawn != own and Path(summary["base_model"]).parent.name == Path(drawn).name
@@ -480,14 +471,10 @@ def test_world_model_probe_calls_are_the_priors_auth_failures_at_exception_depar
     assert objective_class("separate").predict_adapters == ("world_model",)
 
 
-def test_report_to_tensorboard_receives_lfos_own_metrics(setup, tmp_path):
+def test_report_to_tensorboard_receives_lfos_own_metrics(layout):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    out = tmp_path / "run"
-    cmd = train_cmd(setup, out, 2, eval__every="1", eval__num_tasks="2", trainer__report_to="tensorboard")
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    events = list(out.rglob("events.out.tfevents.*"))  # TensorBoardCallback's default: RUN/runs/<time>_<host>/
+    events = list(layout.rglob("events.out.tfevents.*"))  # TensorBoardCallback's default: RUN/runs/<time>_<host>/
     assert events
     acc = EventAccumulator(str(events[0].parent))
     acc.Reload()
@@ -495,10 +482,10 @@ def test_report_to_tensorboard_receives_lfos_own_metrics(setup, tmp_path):
     # lfo's validation rows and gradient norms reach the tracker, next to TRL's own metrics (transformers'
     # TensorBoardCallback files every non-eval key under "train/")
     assert {"train/val/success", "train/grad_norm/policy", "train/grad_norm/wm"} <= tags, sorted(tags)
-    assert [e.step for e in acc.Scalars("train/val/success")] == [0, 1, 2]
+    assert [e.step for e in acc.Scalars("train/val/success")] == [0, 2, 3]
     # and metrics.jsonl still holds one validation row per evaluation
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if "val/success" in r] == [0, 1, 2]
+    rows = [json.loads(line) for line in (layout / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "val/success" in r] == [0, 2, 3]
 
 
 @pytest.mark.parametrize(("value", "message"), [("foo", "unknown integration 'foo'"),

@@ -4,7 +4,10 @@ runs logged, timings aside (for tests that compare two runs of it)."""
 from __future__ import annotations
 
 import json
+import sys
+import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -61,3 +64,29 @@ def tiny_model(tokenizer, seed: int = 0):
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
     )
     return Qwen3ForCausalLM(config)
+
+
+class Done(NamedTuple):
+    """What a finished `lfo` call left: its exit status and output, as ``subprocess.run`` reports them."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def lfo_here(*args: str, env: dict | None = None) -> Done:
+    """``lfo ARGS`` in this process, through typer's CliRunner: the same command without the ~5 s that a
+    fresh ``python -m lfo_cli`` spends importing torch, transformers, PEFT and TRL. Accepts a whole
+    ``[sys.executable, "-m", "lfo_cli", ...]`` command too. The tests that kill a run, launch several
+    processes or check what a fresh process imports keep their subprocesses."""
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    args = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+    if args[:3] == [sys.executable, "-m", "lfo_cli"]:
+        args = args[3:]
+    result = CliRunner().invoke(app, args, env={"TRL_EXPERIMENTAL_SILENCE": "1", **(env or {})})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        return Done(1, result.stdout, result.stderr + "".join(traceback.format_exception(*result.exc_info)))
+    return Done(result.exit_code, result.stdout, result.stderr)

@@ -1,12 +1,20 @@
-"""`lfo ablate --launcher slurm` against a real single-node SLURM (slurmctld, slurmd, munge on 127.0.0.1), in
-one array's life: SLURM shows the array, a second launch is refused while it lives, a cell with a bad override
-fails alone with its error line, a cancelled task shows as interrupted and the next launch resubmits only it,
-and every cell that finishes logs exactly what the local launcher's run of it logged."""
+"""`lfo ablate` on real engines started on this machine, in one module so that both compare with one local
+reference grid (the `local_runs` fixture, trained once).
+
+SLURM (slurmctld, slurmd, munge on 127.0.0.1), in one array's life: SLURM shows the array, a second launch is
+refused while it lives, a cell with a bad override fails alone with its error line, a cancelled task shows as
+interrupted and the next launch resubmits only it, and every cell that finishes logs exactly what the local
+launcher's run of it logged.
+
+Ray (`ray start --head` as its own process, in a network namespace of its own: only 127.0.0.1 exists there): a
+worker killed mid-cell is retried and its cell resumes, and every cell logs exactly what the local launcher's
+run of it logged."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +75,30 @@ def test_an_array_runs_refuses_a_second_launch_and_resubmits_only_the_cancelled_
     assert states(runs, slurm) == {"base__s0": "done", "bad__s0": "failed", "base__s1": "done"}
     for cell in ("base__s0", "base__s1"):
         assert logged_values(runs / cell) == logged_values(local_runs / cell), cell
+
+
+def test_a_grid_on_ray_survives_a_killed_worker_with_the_local_launchers_metrics(tiny, local_runs, ray_head):
+    grid, runs = write_grid(tiny, "ref", steps=STEPS), tiny / "ray_runs"
+    cells = ("base__s0", "base__s1")
+    victim = cells[0]
+    cmd = [*ray_head["prefix"], sys.executable, "-m", "lfo_cli", "ablate", "--grid", str(grid), "--runs-dir",
+           str(runs), "--max-parallel", "2", "--launcher", "ray", "--ray-address", ray_head["address"]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1", **ray_head["env"]}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_for(lambda: (runs / victim / "checkpoint-2" / "trainer_state.json").exists(), what="checkpoint-2")
+        worker = json.loads((runs / "cells" / f"{victim}.json").read_text())["pid"]
+        os.kill(worker, signal.SIGKILL)  # the Ray worker process that runs the cell
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert "2/2 cells complete" in out
+    log = (runs / "logs" / f"{victim}.log").read_text()
+    assert log.count("=== ") == 2 and " resume on " in log  # Ray retried the task; the retry resumed the cell
+    for cell in cells:
+        marker = json.loads((runs / "cells" / f"{cell}.json").read_text())
+        assert marker["launcher"] == "ray" and marker["state"] == "done" and marker["job_id"]
+        assert logged_values(runs / cell) == logged_values(local_runs / cell), cell
+    assert json.loads((runs / "cells" / f"{victim}.json").read_text())["pid"] != worker
