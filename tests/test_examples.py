@@ -22,13 +22,13 @@ def _example(name: str):
     return module
 
 
-def tool_calling_model(example, tokenizer, steps: int = 150):
-    """The tiny random model, taught (a few seconds of SFT) to call `probe` twice and answer: a random model
-    never writes a tool call, and a world model with no tool reply has nothing to learn."""
+def tool_calling_model(example, tokenizer, steps: int = 100):
+    """The tiny random model, taught (a few seconds of SFT on the assistant's turns) to call `probe` twice and
+    answer: a random model never writes a tool call, and a world model with no tool reply has nothing to learn."""
     torch.manual_seed(0)
     model, env = tiny_model(tokenizer), example.HiddenRule()
     env.reset(seed=0)
-    texts = []
+    texts, starts = [], []
     for x in range(1, 7):
         messages = [{"role": "user", "content": example.TASK}]
         for arg in (x, x + 1):
@@ -37,8 +37,12 @@ def tool_calling_model(example, tokenizer, steps: int = 150):
                 {"role": "tool", "name": "probe", "content": env.probe(arg)}]
         messages.append({"role": "assistant", "content": f"f(10) = {10 * x + 3}"})
         texts.append(tokenizer.apply_chat_template(messages, tools=[env.probe], tokenize=False))
+        prompt = tokenizer.apply_chat_template(messages[:1], tools=[env.probe], tokenize=False, add_generation_prompt=True)
+        starts.append(len(tokenizer(prompt).input_ids))
     batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="right")
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    for row, start in enumerate(starts):  # the system prompt with its tool schema and the task are not learned
+        labels[row, :start] = -100
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     for _ in range(steps):
         loss = model(**batch, labels=labels).loss

@@ -127,3 +127,34 @@ def grad_norm(params) -> float:
 
     grads = [p.grad.detach() for p in params if p.grad is not None]
     return float(get_total_norm(grads)) if grads else 0.0
+
+
+class DualAdapterOptimizer:
+    """Mixin for a ``Trainer`` subclass over both adapters (listed before it in the bases). transformers methods
+    overridden:
+
+    * ``create_optimizer`` — one AdamW over both adapters, with the world model's own learning rate as a second
+      parameter group when ``wm.learning_rate`` is set.
+    * ``_load_from_checkpoint`` (private: an upgrade can rename or change it) — transformers reloads non-active
+      adapters as frozen; both are made trainable again before the optimizer is rebuilt."""
+
+    def create_optimizer(self, model=None):
+        split = self.optimizer is None and self.args.wm.learning_rate is not None
+        optimizer = super().create_optimizer(model)
+        if split:
+            wm_ids = {id(p) for p in adapter_params(self.model, WORLD_MODEL)}
+            groups = []
+            for group in optimizer.param_groups:
+                for is_wm in (False, True):
+                    params = [p for p in group["params"] if (id(p) in wm_ids) == is_wm]
+                    if params:
+                        lr = self.args.wm.learning_rate if is_wm else group["lr"]
+                        groups.append({**group, "params": params, "lr": lr})
+            optimizer.param_groups.clear()
+            for group in groups:
+                optimizer.add_param_group(group)
+        return optimizer
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        super()._load_from_checkpoint(resume_from_checkpoint, model=model)
+        activate(self.model, POLICY)  # before the optimizer is built, so it covers both adapters again

@@ -46,3 +46,23 @@ def forward_in_length_groups(
     logps_out = torch.cat(logps)[inverse]
     entropies_out = torch.cat(entropies)[inverse] if entropies else None
     return logps_out, entropies_out
+
+
+class LengthGroupedForward:
+    """Mixin for a ``GRPOTrainer`` subclass (listed before it in the bases): TRL's loss forward
+    (``_get_per_token_logps_and_entropies``, private: an upgrade can rename or change it) on text-only batches
+    in ``trainer.loss_length_groups`` groups of similar length, through :func:`forward_in_length_groups`."""
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **inputs):
+        groups = self.args.loss_length_groups
+        if groups > 1 and not compute_aux_loss and input_ids.size(0) > 1 and all(v is None for v in inputs.values()):
+            def forward(ids, mask, keep):
+                logps, entropies, _ = super(LengthGroupedForward, self)._get_per_token_logps_and_entropies(
+                    model, ids, mask, keep, batch_size=batch_size, compute_entropy=compute_entropy)
+                return logps, entropies
+
+            return (*forward_in_length_groups(forward, input_ids, attention_mask, logits_to_keep, groups), None)
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, compute_entropy=compute_entropy,
+            compute_aux_loss=compute_aux_loss, **inputs)

@@ -26,8 +26,8 @@ def tokenizer():
 def test_plain_sampling_goes_through_lfos_loop_and_anything_else_through_trls(tokenizer, tmp_path, settings, lfo):
     trainer = make_trainer(tokenizer, tmp_path, max_completion_length=6, **settings)
     prompts = [tokenizer("the rep said")["input_ids"], tokenizer("please call billing fraud")["input_ids"]]
-    with (mock.patch("lfo_cli.train.trainer.sample_turn", wraps=sampler.sample_turn) as plain,
-          mock.patch("lfo_cli.train.trainer.sample_turn_cached", wraps=sampler.sample_turn_cached) as cached):
+    with (mock.patch("lfo_cli.train.trainer_sampling.sample_turn", wraps=sampler.sample_turn) as plain,
+          mock.patch("lfo_cli.train.trainer_sampling.sample_turn_cached", wraps=sampler.sample_turn_cached) as cached):
         completions, logprobs = trainer._generate_single_turn(prompts, None, {}, num_generations=1)
     assert (plain.called or cached.called) == lfo and logprobs is None and len(completions) == 2
     assert all(1 <= len(c) <= 6 for c in completions)
@@ -65,7 +65,7 @@ def test_later_turns_reuse_the_rows_keys_and_values_and_sample_what_a_full_read_
     done, _ = trainer._generate_single_turn(first, None, {}, num_generations=1)
     reply = tokenizer(" billing needs the zip code")["input_ids"]
     second = [first[i] + done[i] + reply for i in (0, 2)]  # row 1 ended without a tool call
-    with mock.patch("lfo_cli.train.trainer.sample_turn_cached", wraps=sampler.sample_turn_cached) as spy:
+    with mock.patch("lfo_cli.train.trainer_sampling.sample_turn_cached", wraps=sampler.sample_turn_cached) as spy:
         torch.manual_seed(1)
         reused, _ = trainer._generate_single_turn(second, None, {}, num_generations=1)
     prior = spy.call_args.args[2]
