@@ -40,10 +40,11 @@ demo: $(STAMP)
 	$(BIN)/lfo report runs/demo --out reports
 
 # Two pytest-xdist workers, one per core, each on one torch thread; a module's tests stay on one worker
-# (--dist loadscope) so its module-scoped fixtures (trained runs, games) are built once.
+# (--dist loadscope) so its module-scoped fixtures (trained runs, games) are built once. Modules go out in the
+# order tests/conftest.py gives them, the long ones first (--no-loadscope-reorder: not by their count of tests).
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests -n $(TEST_WORKERS) --dist loadscope
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check lfo_cli tests benchmarks scripts

@@ -11,7 +11,7 @@ import re
 import sys
 
 from datasets import Dataset
-from lfo_cli.api import DualLoRAConfig, DualLoRAGRPOTrainer, LoraSettings, WorldModelSettings, attach_dual_lora
+from lfo_cli.api import DualLoRAConfig, LoraSettings, TrainerRun, WorldModelSettings, attach_dual_lora
 
 TASK = "A hidden rule f(x) = a*x + b. Call probe to see f at a few numbers, then answer: f(10) = ?"
 STACKED_LAMBDA = 0.015  # stacked's calibrated lambda in lfo's reading study (docs/api.md: calibrate your own)
@@ -48,9 +48,10 @@ def train(model, tokenizer, steps: int = 200, output_dir: str = "runs/wm_tool_en
     args = DualLoRAConfig(output_dir=output_dir, max_steps=steps, logging_steps=1, report_to=[], wm=wm,
                           **{"num_generations": 8, "max_completion_length": 256, **trainer_args})
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": TASK}], "seed": i} for i in range(10_000)])
-    trainer = DualLoRAGRPOTrainer(model=attach_dual_lora(model, LoraSettings()), args=args, train_dataset=data,
-                                  reward_funcs=reward, processing_class=tokenizer, environment_factory=HiddenRule)
-    trainer.train()  # logs losses/wm, wm/target_tokens, grad_norm/policy_from_wm and grad_norm/wm_over_rl
+    run = TrainerRun(args)  # output_dir becomes an lfo run dir: run.json, metrics.jsonl, checkpoints, summary.json
+    trainer = run.trainer(model=attach_dual_lora(model, LoraSettings()), train_dataset=data, reward_funcs=reward,
+                          processing_class=tokenizer, environment_factory=HiddenRule)
+    run.train(trainer)  # logs losses/wm, wm/target_tokens, grad_norm/wm_over_rl; run it again after a kill: it resumes
     return trainer
 
 

@@ -27,6 +27,7 @@ from lfo_cli.train.objectives import (
     objective_class,
 )
 from lfo_cli.train.trainer import DualLoRAGRPOTrainer
+from lfo_cli.train.trainer_run import TrainerRun
 from lfo_cli.train.wm_settings import WorldModelSettings
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "Shared",
     "Stacked",
     "TokenMean",
+    "TrainerRun",
     "WorldModelObjective",
     "WorldModelSettings",
     "attach_dual_lora",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["POLICY", "WORLD_MODEL", "CalibrationRule", "DualLoRAConfig", "DualLoRAGRPOTrainer", "LfoError", "LoraSettings",
-         "Normaliser", "ObsTokens", "Separate", "Shared", "Stacked", "TokenMean", "WorldModelObjective",
+         "Normaliser", "ObsTokens", "Separate", "Shared", "Stacked", "TokenMean", "TrainerRun", "WorldModelObjective",
          "WorldModelSettings", "attach_dual_lora", "calibrate", "couplings", "objective_class"]
 
 

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "train"))
-from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from tiny import logged_values, tiny_model, tiny_tokenizer  # noqa: E402
 
 
 def _example(name: str):
@@ -52,15 +55,29 @@ def tool_calling_model(example, tokenizer, steps: int = 100):
     return model
 
 
+@pytest.fixture(scope="module")
+def taught():
+    example, tokenizer = _example("wm_tool_env"), tiny_tokenizer()
+    return example, tokenizer, tool_calling_model(example, tokenizer)
+
+
+# A few GRPO steps of the example on the taught tiny model (its own defaults are a real run's).
+TINY = {"use_cpu": True, "per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 400,
+        "max_tool_calling_iterations": 3, "warmup_steps": 0, "learning_rate": 1e-3}
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.slow
-def test_wm_tool_env_trains_with_a_world_model_loss_and_its_gradient_reaches_the_policy(tmp_path):
-    example = _example("wm_tool_env")
-    tokenizer = tiny_tokenizer()
-    model = tool_calling_model(example, tokenizer)
-    trainer = example.train(model, tokenizer, steps=3, output_dir=str(tmp_path / "run"), use_cpu=True,
-                            per_device_train_batch_size=8, num_generations=4, max_completion_length=400,
-                            max_tool_calling_iterations=3, save_strategy="no", warmup_steps=0,
-                            learning_rate=1e-3)
+def test_wm_tool_env_trains_with_a_world_model_loss_and_its_gradient_reaches_the_policy(taught, tmp_path):
+    from lfo_cli.api import TrainerRun
+    from lfo_cli.errors import LfoError
+
+    example, tokenizer, model = taught
+    run = tmp_path / "run"
+    trainer = example.train(copy.deepcopy(model), tokenizer, steps=3, output_dir=str(run), save_strategy="no", **TINY)
     steps = {r["step"]: r for r in trainer.state.log_history if "train_runtime" not in r}
     assert sorted(steps) == [1, 2, 3]
     for step, row in steps.items():
@@ -70,3 +87,37 @@ def test_wm_tool_env_trains_with_a_world_model_loss_and_its_gradient_reaches_the
     # against RL's part, on the steps where some group had reward variance (RL's part is not zero)
     ratios = [row["grad_norm/wm_over_rl"] for row in steps.values() if "grad_norm/wm_over_rl" in row]
     assert ratios and all(r > 0 for r in ratios)
+    # the run dir TrainerRun made of output_dir: the config, a row per logged step, the adapters, the summary
+    assert [r["step"] for r in _rows(run) if "losses/wm" in r] == [1, 2, 3]
+    config = json.loads((run / "run.json").read_text())["config"]
+    assert config["wm"]["coupling"] == "stacked" and config["max_steps"] == 3
+    assert (run / "adapter_model.safetensors").is_file() and (run / "world_model" / "adapter_config.json").is_file()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["steps"] == 3 and summary["resumed_from"] is None
+    with pytest.raises(LfoError, match="holds a complete run; a finished run is never modified"):
+        TrainerRun(trainer.args)
+
+
+@pytest.mark.slow
+def test_the_example_run_again_after_a_kill_resumes_to_the_uninterrupted_values(taught, tmp_path):
+    """A kill while checkpoint-3 was being written (no trainer_state.json, the Trainer writes it last): the same
+    script run again resumes from checkpoint-2 and logs what the whole run logged; with a changed config it stops."""
+    from lfo_cli.errors import LfoError
+
+    example, tokenizer, model = taught
+    whole = tmp_path / "whole"
+    example.train(copy.deepcopy(model), tokenizer, steps=3, output_dir=str(whole), save_steps=1, **TINY)
+    cut = tmp_path / "cut"
+    shutil.copytree(whole, cut)
+    for name in ("summary.json", "world_model", "adapter_model.safetensors", "adapter_config.json"):
+        shutil.rmtree(cut / name) if (cut / name).is_dir() else (cut / name).unlink()
+    (cut / "checkpoint-3" / "trainer_state.json").unlink()
+    other = tmp_path / "other"
+    shutil.copytree(cut, other)
+    with pytest.raises(LfoError, match=r"holds a run with learning_rate=0.001, this config has 0.002"):
+        example.train(copy.deepcopy(model), tokenizer, steps=3, output_dir=str(other), save_steps=1,
+                      **{**TINY, "learning_rate": 2e-3})
+    example.train(copy.deepcopy(model), tokenizer, steps=3, output_dir=str(cut), save_steps=1, **TINY)
+    summary = json.loads((cut / "summary.json").read_text())
+    assert summary["resumed_from"].endswith("checkpoint-2") and summary["steps"] == 3
+    assert logged_values(cut) == logged_values(whole)

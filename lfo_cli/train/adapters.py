@@ -8,11 +8,15 @@ joint step would silently train only the adapter that happened to be active last
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_dir
 from lfo_cli.train.dropout import SparseDropout
 
 POLICY = "policy"
@@ -127,6 +131,21 @@ def grad_norm(params) -> float:
 
     grads = [p.grad.detach() for p in params if p.grad is not None]
     return float(get_total_norm(grads)) if grads else 0.0
+
+
+def save_adapters(model, run_dir: Path) -> None:
+    """Policy adapter at the run-dir root, world model in world_model/ (each loads with PeftModel.from_pretrained)."""
+    run_dir = Path(run_dir)
+    with atomic_dir(run_dir / ".adapters") as tmp:
+        model.save_pretrained(tmp)  # PEFT writes tmp/policy/ and tmp/world_model/ (non-default names)
+    staged = run_dir / ".adapters"
+    for name in rr.ADAPTER_FILES:
+        (staged / POLICY / name).replace(run_dir / name)
+    if (staged / WORLD_MODEL).is_dir():
+        if (run_dir / rr.WORLD_MODEL_DIR).exists():
+            shutil.rmtree(run_dir / rr.WORLD_MODEL_DIR)
+        (staged / WORLD_MODEL).replace(run_dir / rr.WORLD_MODEL_DIR)
+    shutil.rmtree(staged)
 
 
 class DualAdapterOptimizer:

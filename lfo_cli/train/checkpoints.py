@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
+from lfo_cli.io import atomic_write_jsonl, iter_jsonl
 
 
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -56,3 +57,10 @@ def check_checkpoint(path: str | Path) -> None:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise LfoError(f"{f}: corrupt or truncated checkpoint file ({first}); {hint}") from None
 
+
+
+def truncate_metrics_after(run_dir: Path, step: int) -> None:
+    """On resume from checkpoint-N, drop the metrics rows logged after N, so the resumed log has no duplicates."""
+    path = Path(run_dir) / rr.METRICS_FILE
+    if path.is_file():
+        atomic_write_jsonl(path, [r for r in iter_jsonl(path) if int(r.get(rr.STEP, 0)) <= step])

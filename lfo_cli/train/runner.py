@@ -16,19 +16,18 @@ The names of these files and of the metrics are in :mod:`lfo_cli.run_record`.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 from lfo_cli import run_record as rr
 from lfo_cli.console import use_lfo_progress
-from lfo_cli.io import atomic_dir, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
+from lfo_cli.io import atomic_write_json, iter_jsonl, read_json
 from lfo_cli.models.base_ref import portable_ref
 from lfo_cli.models.prompts import SYSTEM_PROMPT, dataset_row
 from lfo_cli.models.registry import load_model
-from lfo_cli.train.adapters import POLICY, WORLD_MODEL, attach_dual_lora
+from lfo_cli.train.adapters import attach_dual_lora, save_adapters
 from lfo_cli.train.callbacks import RunLog, TasksSeen, Validation
-from lfo_cli.train.checkpoints import check_checkpoint, last_complete_checkpoint
+from lfo_cli.train.checkpoints import check_checkpoint, last_complete_checkpoint, truncate_metrics_after
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.model_card import model_card, write_model_card
 from lfo_cli.train.recipe_config import TrainConfig
@@ -36,28 +35,6 @@ from lfo_cli.train.run_figures import write_run_figures
 from lfo_cli.train.run_metrics import trends, vs_start
 from lfo_cli.train.trainer import DualLoRAGRPOTrainer
 from lfo_cli.worlds import load_world
-
-
-def _truncate_metrics_after(run_dir: Path, step: int) -> None:
-    """On resume from checkpoint-N, drop rows logged after N so the resumed log has no duplicates."""
-    path = Path(run_dir) / rr.METRICS_FILE
-    if path.is_file():
-        atomic_write_jsonl(path, [r for r in iter_jsonl(path) if int(r.get(rr.STEP, 0)) <= step])
-
-
-def save_adapters(model, run_dir: Path) -> None:
-    """Policy adapter at the run-dir root, world model in world_model/ (each loads with PeftModel.from_pretrained)."""
-    run_dir = Path(run_dir)
-    with atomic_dir(run_dir / ".adapters") as tmp:
-        model.save_pretrained(tmp)  # PEFT writes tmp/policy/ and tmp/world_model/ (non-default names)
-    staged = run_dir / ".adapters"
-    for name in rr.ADAPTER_FILES:
-        (staged / POLICY / name).replace(run_dir / name)
-    if (staged / WORLD_MODEL).is_dir():
-        if (run_dir / rr.WORLD_MODEL_DIR).exists():
-            shutil.rmtree(run_dir / rr.WORLD_MODEL_DIR)
-        (staged / WORLD_MODEL).replace(run_dir / rr.WORLD_MODEL_DIR)
-    shutil.rmtree(staged)
 
 
 def evaluation_episodes(pools, evaluation) -> tuple[list, list]:
@@ -121,7 +98,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         check_checkpoint(checkpoint)  # one line naming a damaged file, not a traceback from the Trainer
     if resume and trainer.is_world_process_zero():
         # Continue from checkpoint-N: drop rows logged after N. No checkpoint yet: the run starts over.
-        _truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]) if checkpoint else -1)
+        truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]) if checkpoint else -1)
     started = time.time()
     trainer.train(resume_from_checkpoint=checkpoint)
     if not trainer.is_world_process_zero():  # other ranks: the main process writes the run's outputs

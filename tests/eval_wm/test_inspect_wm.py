@@ -26,8 +26,7 @@ def runs(tmp_path_factory):
     from lfo_cli.env import write_world
     from lfo_cli.eval.inspect_wm import recorded_phone_calls
     from lfo_cli.models import micro
-    from lfo_cli.train.adapters import LoraSettings, attach_dual_lora
-    from lfo_cli.train.runner import save_adapters
+    from lfo_cli.train.adapters import LoraSettings, attach_dual_lora, save_adapters
 
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("inspect_wm")

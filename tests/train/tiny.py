@@ -13,14 +13,17 @@ import torch
 
 TIMING = {"step_time", "eval_seconds", "train_runtime", "train_samples_per_second", "train_steps_per_second",
           "total_flos"}
+# The Trainer's closing row also holds the mean loss over the steps this invocation ran: a resumed run's differs.
+PER_INVOCATION = TIMING | {"train_loss"}
 
 
 def logged_values(run: Path) -> dict:
-    """Every value a run's metrics.jsonl logged, by step, except wall-clock timings."""
+    """Every value a run's metrics.jsonl logged, by step, except wall-clock timings and the closing row's mean
+    loss over the invocation's own steps."""
     out: dict = {}
     for line in (Path(run) / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
-        out.setdefault(row.get("step"), {}).update({k: v for k, v in row.items() if k not in TIMING})
+        out.setdefault(row.get("step"), {}).update({k: v for k, v in row.items() if k not in PER_INVOCATION})
     return out
 
 WORDS = (

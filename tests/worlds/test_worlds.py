@@ -116,7 +116,7 @@ def test_the_objective_reads_the_worlds_tools_and_example_format():
 
 
 @pytest.mark.slow
-def test_a_world_registered_by_entry_point_trains_validates_and_probes(tmp_path):
+def test_a_world_registered_by_entry_point_trains_validates_and_probes(tmp_path, monkeypatch):
     """`lfo train` on the say world: its tasks, system prompt, episode fields, own metric and probe reach the
     run's files, with nothing in lfo naming it (its package's entry point is all lfo sees)."""
     from tiny import tiny_model, tiny_tokenizer
@@ -151,12 +151,17 @@ def test_a_world_registered_by_entry_point_trains_validates_and_probes(tmp_path)
     assert all(set(e) == {"task_id", "difficulty", "success", "turns", "calls"} for e in step0["episodes"])
     meta = json.loads((run / "run.json").read_text())
     assert meta["world"]["kind"] == "say" and meta["world"]["fingerprint"]
-    # The other world's options are refused by this one, in one line.
-    bad_cmd = [str(tmp_path / "bad") if arg == str(run) else arg for arg in cmd]
-    bad = subprocess.run(bad_cmd + ["--set", "env.field_credit=0.1", "--dry-run"], capture_output=True, text=True,
-                         env=env, timeout=300)
+    # The other world's options are refused by this one, in one line (checked here, the plugin found as above).
+    from typer.testing import CliRunner
+
+    from lfo_cli.cli import app
+
+    monkeypatch.setattr(registry, "entry_points", _entry_points(("say", "toy_world:SayWorld")))
+    monkeypatch.syspath_prepend(str(HERE))
+    bad = CliRunner().invoke(app, [str(tmp_path / "bad") if arg == str(run) else arg for arg in cmd[3:]]
+                             + ["--set", "env.field_credit=0.1", "--dry-run"])
     last = bad.stderr.strip().splitlines()[-1]
-    assert bad.returncode == 2 and last.startswith("error:") and "env.field_credit: the say world has no" in last
+    assert bad.exit_code == 2 and last.startswith("error:") and "env.field_credit: the say world has no" in last
 
 
 @pytest.mark.slow
