@@ -9,7 +9,7 @@ import typer
 
 from lfo_cli.commands._common import JsonOpt, SeedOpt, handle_errors, print_json
 from lfo_cli.env import read_trajectories_jsonl
-from lfo_cli.env.plugin import CustomerServiceWorld
+from lfo_cli.env.plugin import PHONE, CustomerServiceWorld
 from lfo_cli.errors import LfoError
 from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 
@@ -42,16 +42,19 @@ def inspect_wm(
 
       lfo inspect-wm runs/dual_s0 --split transfer --probe --json
     """
-    from lfo_cli.eval.inspect_wm import PHONE, evaluate_world_model, probe_scores
+    from lfo_cli.eval.inspect_wm import evaluate_world_model, probe_scores
 
     if split not in ("val", "transfer", "train"):
         raise LfoError(f"--split must be val, transfer or train, got '{split}'")
     recipe = run_recipe(run_dir)
     world = load_run_world(run_dir, data_dir)
     customer_service = isinstance(world, CustomerServiceWorld)
-    if (trajectories is not None or probe) and not customer_service:
-        raise LfoError(f"--trajectories and --probe read the customer-service world's phone calls; {run_dir} "
+    if trajectories is not None and not customer_service:
+        raise LfoError(f"--trajectories reads the customer-service world's phone calls; {run_dir} "
                        f"trained on a {world.kind} world")
+    probes = world.inspection_probes(probe_companies, seed) if probe else None
+    if probe and probes is None:
+        raise LfoError(f"--probe: the {world.kind} world {run_dir} trained on has no synthetic probes")
     if trajectories is not None:
         trajs = read_trajectories_jsonl(trajectories)
         calls = [t for tr in trajs for t in tr.transitions if t.action.get("tool") == PHONE]
@@ -68,8 +71,8 @@ def inspect_wm(
     out = {"run_dir": str(run_dir), "source": source, "overall": result["overall"],
            "by_category": result["by_category"]}
     if probe:
-        out["probes"] = probe_scores(model, tokenizer, world.data, companies=probe_companies, seed=seed,
-                                     max_length=max_length, max_new_tokens=max_new_tokens)
+        out["probes"] = probe_scores(model, tokenizer, type(world), probes, max_length=max_length,
+                                     max_new_tokens=max_new_tokens)
     if json_out:
         print_json(out)
         return

@@ -151,6 +151,32 @@ class CustomerServiceWorld(World):
             out += [t for t in episode.transitions if t.action.get("tool") == PHONE]
         return out
 
+    def inspection_probes(self, companies: int, seed: int) -> list[tuple[Any, str, str]]:
+        """The design's probes on the first department of difficulty-1 tasks of ``companies`` companies of the
+        val and transfer splits: a call with no identity data (the rep must ask for authentication) and the
+        oracle's call with exactly the required data (the rep must serve)."""
+        out = []
+        for split in ("val", "transfer"):
+            seen: set = set()
+            for i, task in enumerate(self.data.tasks[split]):
+                if task.difficulty != 1 or task.company_id in seen or len(seen) >= companies:
+                    continue
+                seen.add(task.company_id)
+                episode = Episode(self.data)
+                # no auth: search, then call the right department with nothing
+                episode.reset(task, rollout_seed=seed + i)
+                company = self.data.companies[task.company_id]
+                episode.step("search_company", {"company_name": company.name})
+                phone = next(d.phone for d in company.departments if d.name == task.steps[0].department)
+                episode.step(PHONE, {"phone_number": phone, "auth_info": {}})
+                out.append((episode.transitions[-1], "auth_failure", split))
+                # full auth: the oracle's successful call
+                run_episode(episode, "oracle", task, rollout_seed=seed + i)
+                calls = [t for t in episode.transitions if t.action.get("tool") == PHONE and t.category == "success"]
+                if calls:
+                    out.append((calls[-1], "success", split))
+        return out
+
     @classmethod
     def reply_text(cls, generated: str) -> str:
         return strip_target_markers(generated)

@@ -172,6 +172,11 @@ class World(abc.ABC):
         """Logged calls to the predicted tools from ``episodes`` noisy teacher episodes on ``split``: what
         ``lfo inspect-wm`` compares the world model's predictions with (replies of every kind)."""
 
+    def inspection_probes(self, companies: int, seed: int) -> list[tuple[Any, str, str]] | None:
+        """``lfo inspect-wm --probe``: the world's synthetic probes, each (a logged call, the reply category a
+        right prediction has, its split); None (the default): the world has none."""
+        return None
+
     @classmethod
     @abc.abstractmethod
     def reply_text(cls, generated: str) -> str:

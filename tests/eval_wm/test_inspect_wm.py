@@ -24,7 +24,7 @@ def runs(tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
     from lfo_cli.env import write_world
-    from lfo_cli.eval.inspect_wm import recorded_phone_calls
+    from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.models import micro
     from lfo_cli.train.adapters import LoraSettings, attach_dual_lora, save_adapters
 
@@ -46,7 +46,8 @@ def runs(tmp_path_factory):
             # Trained on the oracle's successful calls only: 80 steps of a tiny model learn that reply family
             # (token accuracy 0.28 against 0.29 after 200 steps at half the learning rate), so the trained
             # adapter must score above the untrained one on the success share of the evaluation calls.
-            calls = [t for t in recorded_phone_calls(world, "train", 80, policy="oracle") if t.category == "success"]
+            calls = [t for t in CustomerServiceWorld(world).inspection_calls("train", 80, 0, policy="oracle")
+                     if t.category == "success"]
             train_world_model(model, tok, calls, steps=80, lr=6e-3, max_length=384)
         (root / name).mkdir()
         (root / name / "recipe.yaml").write_text(yaml.safe_dump(recipe))
