@@ -3,7 +3,8 @@
 The environment is plain Python, in this file: `probe(x)` answers f(x) = a*x + b for a hidden a, b; the agent
 probes, then answers f(10). The world model learns to predict `probe`'s replies from the tool messages TRL
 itself inserts (wm.targets="tool_responses"); `stacked` sends its gradient into the policy's LoRA adapter at the
-lambda lfo calibrated for it. Run: python examples/wm_tool_env.py [MODEL] (a chat model TRL parses tool calls of).
+lambda lfo calibrated for it. Run: python examples/wm_tool_env.py [MODEL] (a chat model TRL parses tool calls of);
+after a kill the same command resumes; a finished run dir is refused (pass another output_dir).
 """
 
 import random
@@ -46,7 +47,7 @@ def train(model, tokenizer, steps: int = 200, output_dir: str = "runs/wm_tool_en
     wm = WorldModelSettings(coupling="stacked", coef=STACKED_LAMBDA, targets="tool_responses", tools=["probe"],
                             grad_probe_every=1)  # measure the world model's share of the policy gradient each step
     args = DualLoRAConfig(output_dir=output_dir, max_steps=steps, logging_steps=1, report_to=[], wm=wm,
-                          **{"num_generations": 8, "max_completion_length": 256, **trainer_args})
+                          **{"num_generations": 8, "max_completion_length": 256, "save_steps": 20, **trainer_args})
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": TASK}], "seed": i} for i in range(10_000)])
     run = TrainerRun(args)  # output_dir becomes an lfo run dir: run.json, metrics.jsonl, checkpoints, summary.json
     trainer = run.trainer(model=attach_dual_lora(model, LoraSettings()), train_dataset=data, reward_funcs=reward,

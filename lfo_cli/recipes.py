@@ -114,7 +114,7 @@ class YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """SafeLoader that also reads `1e-3` as a float: PyYAML follows YAML 1.1, whose floats need a dot
     (`1.0e-3`), so an exponent without one was a string; YAML 1.2, and every researcher, reads a number.
     libyaml's parser where PyYAML has it (its wheels do), which a grid of hundreds of cells, each resolving its
-    chain of recipes, notices: with the parse cache below, the shipped grids expand 5.9x faster than with the
+    chain of recipes, notices: with the parse cache below, the shipped grids expand 5.6x faster than with the
     pure-Python parser reading every file per cell (benchmarks/grid_expand.py, 2026-11-28, 2-core CPU)."""
 
 
@@ -123,17 +123,20 @@ YamlLoader.add_implicit_resolver(
 )
 
 
-# Parsed YAML files by (path, mtime, size): a grid resolves each cell's chain of recipes, the same few files
-# hundreds of times. Callers get a deep copy, so nothing they change reaches the next reader.
-_PARSED: dict[tuple[str, int, int], Any] = {}
+# Parsed YAML by its text: a grid resolves each cell's chain of recipes, the same few files hundreds of times;
+# reading a file is cheap, parsing it is what costs. Callers get a deep copy, so nothing they change reaches
+# the next reader.
+_PARSED: dict[str, Any] = {}
+_PARSED_MAX = 512  # distinct texts kept (a report reads every run's recipe.yaml once)
 
 
 def _parse_yaml(path: Path) -> Any:
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-    if key not in _PARSED:
-        _PARSED[key] = yaml.load(path.read_text(encoding="utf-8"), Loader=YamlLoader)
-    return copy.deepcopy(_PARSED[key])
+    text = path.read_text(encoding="utf-8")
+    if text not in _PARSED:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[text] = yaml.load(text, Loader=YamlLoader)
+    return copy.deepcopy(_PARSED[text])
 
 
 @functools.cache

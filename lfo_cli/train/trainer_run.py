@@ -19,8 +19,10 @@ The run dir (names in :mod:`lfo_cli.run_record`)::
     summary.json             status, steps, where it resumed from, the run's seconds: written last
 
 A second invocation on the same dir resumes it only with the same config (a changed value is one error naming
-it); a complete run is refused. Unlike a recipe's :class:`~lfo_cli.train.run.Run`, nothing here knows a world,
-a warm start or a validation set: those are your script's.
+it); a complete run, and a dir that holds another kind of run, are refused. Unlike a recipe's
+:class:`~lfo_cli.train.run.Run`, nothing here knows a world, a warm start or a validation set: those are your
+script's. Every process decides to resume from what it sees in the run dir: on several machines, it must be a
+shared filesystem (as for `lfo train`).
 """
 
 from __future__ import annotations
@@ -39,8 +41,11 @@ from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.run_metrics import trends
 from lfo_cli.train.trainer import DualLoRAGRPOTrainer
 
-# Config keys that name where this invocation writes, not what it trains: not compared on resume.
-_WHERE = ("output_dir", "logging_dir")
+KIND = "trainer"  # run.json's kind for these runs (a recipe's run records its recipe kind)
+# Config keys a resume does not compare: where this invocation writes, and what TrainingArguments derives from the
+# environment (logger level, installed trackers, the launcher's rank) or from the number of processes.
+NOT_COMPARED = frozenset({"output_dir", "logging_dir", "disable_tqdm", "report_to", "local_rank",
+                          "generation_batch_size", "steps_per_generation"})
 
 
 def _recorded(args: DualLoRAConfig) -> dict[str, Any]:
@@ -48,6 +53,17 @@ def _recorded(args: DualLoRAConfig) -> dict[str, Any]:
     import json
 
     return json.loads(json.dumps(args.to_dict(), default=str))
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested sections as dotted keys (``wm.coef``), so a changed value is named by its own key."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 class TrainerRun:
@@ -64,15 +80,20 @@ class TrainerRun:
             raise LfoError(f"{self.run_dir} holds a complete run; a finished run is never modified: "
                            "set another output_dir")
         if self.resume:
-            self._check_same_config(read_json(self.run_dir / rr.RUN_FILE).get(rr.RUN_CONFIG) or {})
+            recorded = read_json(self.run_dir / rr.RUN_FILE)
+            if recorded.get("kind") != KIND:
+                raise LfoError(f"{self.run_dir} holds a {recorded.get('kind') or 'another'} run, not one of TrainerRun's: "
+                               "set another output_dir")
+            self._check_same_config(recorded.get(rr.RUN_CONFIG) or {})
 
     def _check_same_config(self, before: dict) -> None:
-        keys = sorted((set(before) | set(self.config)) - set(_WHERE))
-        changed = [k for k in keys if before.get(k) != self.config.get(k)]
+        before, now = _flat(before), _flat(self.config)
+        keys = sorted(k for k in set(before) | set(now) if k.split(".")[0] not in NOT_COMPARED)
+        changed = [k for k in keys if before.get(k) != now.get(k)]
         if changed:
             k = changed[0]
             raise LfoError(f"{self.run_dir} holds a run with {k}={before.get(k)!r}, this config has "
-                           f"{self.config.get(k)!r}{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''}: "
+                           f"{now.get(k)!r}{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''}: "
                            "a resume keeps the run's config; set another output_dir for a new run")
 
     def trainer(self, **kwargs) -> Any:
@@ -85,8 +106,11 @@ class TrainerRun:
     def train(self, trainer) -> dict:
         """Train to ``args.max_steps`` (from the last complete checkpoint when the dir holds the run), save both
         adapters and write ``summary.json`` last; the summary (on the main process; other ranks get their status)."""
-        if trainer.args is not self.args:
-            raise LfoError("train() takes the trainer built by this run's trainer() (the same args)")
+        if trainer.args is not self.args or not any(isinstance(c, RunLog) for c in trainer.callback_handler.callbacks):
+            raise LfoError("train() takes the trainer built by this run's trainer() (its args and its metrics log)")
+        if rr.is_complete(self.run_dir):
+            raise LfoError(f"{self.run_dir} holds a complete run; a finished run is never modified: "
+                           "set another output_dir")
         main = trainer.is_world_process_zero()
         checkpoint = None
         if self.resume:
@@ -98,7 +122,8 @@ class TrainerRun:
         elif main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.run_dir / rr.RUN_FILE, {**run_metadata(seed=self.args.seed, config=self.config),
-                                                           "kind": "trainer"})
+                                                           "kind": KIND})
+        self.resume = True  # from here on the dir holds this run
         started = time.time()
         trainer.train(resume_from_checkpoint=checkpoint)
         if not main:

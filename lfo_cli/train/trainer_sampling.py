@@ -15,13 +15,15 @@ exercises them against the pinned TRL):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lfo_cli.models.sampler import PromptKV, eval_mode, sample_turn, sample_turn_cached
 
 
 class LfoSampling:
     """Mixin for a ``GRPOTrainer`` subclass (listed before it in the bases)."""
 
-    _rollout_kv: list[PromptKV]  # each rollout's last prompt's keys and values, within one generation
+    _rollout_kv: Sequence[PromptKV] = ()  # each rollout's last prompt's keys and values, within one generation
 
     def _plain_sampling(self) -> bool:
         a = self.args
@@ -40,8 +42,7 @@ class LfoSampling:
             return sample_turn(model, prompt_ids, **how), None  # no sampling log-probs, as TRL's own path
         # TRL calls this once per turn, each later turn with the rows that called a tool, their prompts now
         # prompt + completion + tool reply: a row's kept keys and values are those of its previous prompt.
-        kept = getattr(self, "_rollout_kv", [])
-        prior = [max((kv for kv in kept if kv.prefix_of(p)), key=lambda kv: len(kv.ids), default=None)
+        prior = [max((kv for kv in self._rollout_kv if kv.prefix_of(p)), key=lambda kv: len(kv.ids), default=None)
                  for p in prompt_ids]
         with eval_mode(model):
             completions, self._rollout_kv = sample_turn_cached(model, prompt_ids, prior, **how)
