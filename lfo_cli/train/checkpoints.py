@@ -64,3 +64,15 @@ def truncate_metrics_after(run_dir: Path, step: int) -> None:
     path = Path(run_dir) / rr.METRICS_FILE
     if path.is_file():
         atomic_write_jsonl(path, [r for r in iter_jsonl(path) if int(r.get(rr.STEP, 0)) <= step])
+
+
+def resume_point(run_dir: Path, main: bool) -> str | None:
+    """Where a resumed run continues: its last complete checkpoint, every file of it read first (newer cut-off
+    ones removed by the main process), or None to start over. The main process also drops the metrics rows
+    logged after that checkpoint, so the resumed log has each step once."""
+    checkpoint = last_complete_checkpoint(run_dir, discard_incomplete=main)
+    if checkpoint:
+        check_checkpoint(checkpoint)  # one line naming a damaged file, not a traceback from the Trainer
+    if main:
+        truncate_metrics_after(run_dir, int(Path(checkpoint).name.split("-")[-1]) if checkpoint else -1)
+    return checkpoint

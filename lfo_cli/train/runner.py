@@ -27,7 +27,7 @@ from lfo_cli.models.prompts import SYSTEM_PROMPT, dataset_row
 from lfo_cli.models.registry import load_model
 from lfo_cli.train.adapters import attach_dual_lora, save_adapters
 from lfo_cli.train.callbacks import RunLog, TasksSeen, Validation
-from lfo_cli.train.checkpoints import check_checkpoint, last_complete_checkpoint, truncate_metrics_after
+from lfo_cli.train.checkpoints import resume_point
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.model_card import model_card, write_model_card
 from lfo_cli.train.recipe_config import TrainConfig
@@ -93,12 +93,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     for callback in callbacks:
         callback.tasks_seen = tasks_seen
     callbacks[1].handler = trainer.callback_handler
-    checkpoint = last_complete_checkpoint(out_dir, discard_incomplete=trainer.is_world_process_zero()) if resume else None
-    if checkpoint:
-        check_checkpoint(checkpoint)  # one line naming a damaged file, not a traceback from the Trainer
-    if resume and trainer.is_world_process_zero():
-        # Continue from checkpoint-N: drop rows logged after N. No checkpoint yet: the run starts over.
-        truncate_metrics_after(out_dir, int(Path(checkpoint).name.split("-")[-1]) if checkpoint else -1)
+    checkpoint = resume_point(out_dir, main=trainer.is_world_process_zero()) if resume else None
     started = time.time()
     trainer.train(resume_from_checkpoint=checkpoint)
     if not trainer.is_world_process_zero():  # other ranks: the main process writes the run's outputs

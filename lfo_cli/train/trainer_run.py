@@ -36,7 +36,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, iter_jsonl, read_json, run_metadata
 from lfo_cli.train.adapters import POLICY, save_adapters
 from lfo_cli.train.callbacks import RunLog, TasksSeen
-from lfo_cli.train.checkpoints import check_checkpoint, last_complete_checkpoint, truncate_metrics_after
+from lfo_cli.train.checkpoints import resume_point
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.run_metrics import trends
 from lfo_cli.train.trainer import DualLoRAGRPOTrainer
@@ -112,14 +112,8 @@ class TrainerRun:
             raise LfoError(f"{self.run_dir} holds a complete run; a finished run is never modified: "
                            "set another output_dir")
         main = trainer.is_world_process_zero()
-        checkpoint = None
-        if self.resume:
-            checkpoint = last_complete_checkpoint(self.run_dir, discard_incomplete=main)
-            if checkpoint:
-                check_checkpoint(checkpoint)  # one line naming a damaged file, not a traceback from the Trainer
-            if main:
-                truncate_metrics_after(self.run_dir, int(Path(checkpoint).name.split("-")[-1]) if checkpoint else -1)
-        elif main:
+        checkpoint = resume_point(self.run_dir, main) if self.resume else None
+        if not self.resume and main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.run_dir / rr.RUN_FILE, {**run_metadata(seed=self.args.seed, config=self.config),
                                                            "kind": KIND})
