@@ -89,11 +89,8 @@ def available_recipes(recipe_dir: Path = RECIPE_DIR) -> list[str]:
 
 def recipe_descriptions(recipe_dir: Path = RECIPE_DIR) -> dict[str, str]:
     """Recipe name -> its file's one-line ``description`` ("" where it has none)."""
-    out = {}
-    for name in available_recipes(recipe_dir):
-        data = read_yaml_mapping(recipe_dir / f"{name}.yaml")
-        out[name] = str(data.get("description") or "")
-    return out
+    return {name: str(read_yaml_mapping(recipe_dir / f"{name}.yaml").get("description") or "")
+            for name in available_recipes(recipe_dir)}
 
 
 def recipe_path(name: str, recipe_dir: Path = RECIPE_DIR) -> Path:
@@ -200,9 +197,29 @@ def resolve_chain(name: str, recipe_dir: Path = RECIPE_DIR) -> tuple[dict, list[
         path = recipe_path(base, path.parent if "/" not in base and beside.is_file() else recipe_dir)
     merged: dict = {}
     for p in reversed(chain):
+        data = read_yaml_mapping(p)
+        merged = unset_keys(merged, data.get("unset", []), str(p))
         # `description` documents the file it is in (`lfo train --list`); it is not configuration.
-        merged = deep_merge(merged, {k: v for k, v in read_yaml_mapping(p).items() if k not in ("base", "description")})
+        merged = deep_merge(merged, {k: v for k, v in data.items() if k not in ("base", "description", "unset")})
     return merged, [str(p) for p in reversed(chain)]
+
+
+def unset_keys(merged: dict, keys: Any, where: str) -> dict:
+    """``merged`` (what a recipe's base chain set) without the dotted ``keys`` of the recipe's ``unset`` list: a
+    delta over a base of another world leaves out the base's settings of that world (``unset: [env.field_credit]``),
+    whose own default then holds. A key the base chain does not set is an error (a typo would do nothing)."""
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise LfoError(f"{where}: 'unset' must be a list of dotted keys (e.g. [env.field_credit]), got {keys!r}")
+    out = copy.deepcopy(merged)  # its sections may be the parse cache's own dicts
+    for dotted in keys:
+        *path, last = dotted.split(".")
+        node = out
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node:
+            raise LfoError(f"{where}: unset: its base chain sets no '{dotted}'")
+        del node[last]
+    return out
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -217,8 +234,13 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """``data`` with ``--set KEY=VALUE`` overrides applied; ``~KEY`` (Hydra's spelling) removes a key the recipe
+    sets, as a recipe's ``unset`` list does (e.g. another world's reward option inherited from a base)."""
     out = deep_merge({}, data)
     for text in overrides:
+        if text.startswith("~"):
+            out = unset_keys(out, [text[1:].strip()], f"--set {text}")
+            continue
         keys, value = parse_override(text)
         node = out
         for k in keys[:-1]:
@@ -304,19 +326,30 @@ def coerce(value: Any, tp: Any, where: str, default: Any = None) -> Any:
 def build_config(cls: type, data: dict, prefix: str = "", default: Any = None) -> Any:
     """Build dataclass ``cls`` from a nested mapping, rejecting unknown keys and bad types. A nested section
     left partly unset keeps its field's default for the rest (``data.noise: {slip: 0.2}`` keeps the warm
-    start's epsilon 0.1, not NoiseConfig's 0); ``default`` is that instance for ``cls`` itself."""
-    hints = type_hints(cls)
+    start's epsilon 0.1, not NoiseConfig's 0); ``default`` is that instance for ``cls`` itself. A config class
+    whose sections depend on the recipe (a world's own settings, chosen by ``env.kind``) names them in a
+    classmethod ``section_types(data) -> {field: section class}``; those sections are built from their class's
+    defaults when the recipe leaves them out."""
+    chosen = cls.section_types(data) if hasattr(cls, "section_types") else {}
+    hints = {**type_hints(cls), **chosen}
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
     for key, value in data.items():
         where = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
-            raise LfoError(f"unknown key '{where}'{_did_you_mean(cls, hints, str(key), prefix)}")
+            hint = _did_you_mean(cls, hints, str(key), prefix)
+            if not hint and getattr(cls, "world_settings", False):  # a section a world adds keys to
+                hint = (f" (a setting of another world, from a base recipe? leave it out with `unset: [{where}]` in "
+                        f"the recipe or --set '~{where}')")
+            raise LfoError(f"unknown key '{where}'{hint}")
         f, tp = fields[key], hints.get(key, Any)
         section_default = None
-        if dataclasses.is_dataclass(tp) and f.default_factory is not dataclasses.MISSING:
+        if dataclasses.is_dataclass(tp) and f.default_factory is not dataclasses.MISSING and key not in chosen:
             section_default = f.default_factory()
         kwargs[key] = coerce(value, tp, where, section_default)
+    for key, tp in chosen.items():
+        if key not in kwargs:
+            kwargs[key] = build_config(tp, {}, prefix=f"{prefix}.{key}" if prefix else key)
     if default is not None:
         kwargs = {name: getattr(default, name) for name in fields if name not in kwargs} | kwargs
     try:
@@ -385,19 +418,20 @@ def recipe_from_mapping(merged: dict, name: str, chain: list[str] | None = None)
     return Recipe(name=name, kind=kind, config=cfg, resolved=resolved, chain=list(chain or []))
 
 
-
-def explain(kind: str, key: str) -> dict:
+def explain(kind: str, key: str, resolved: dict | None = None) -> dict:
     """A config field of a recipe kind by its dotted key: its type, default and help text (its
     ``metadata={"help": ...}``); a section (a nested dataclass) lists its fields. A config class documents a
     free-form mapping section by another dataclass in its ``explain_sections`` (grpo's ``trainer``: TRL's
-    GRPOConfig through DualLoRAConfig). An unknown key is one error naming the closest field."""
+    GRPOConfig through DualLoRAConfig). A world's own keys are those of the world ``resolved`` (a recipe's mapping)
+    names, else of the default world. An unknown key is one error naming the closest field."""
     if kind not in KINDS:
         raise LfoError(f"'kind' must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
     cls, default, prefix, f = KINDS[kind].config_class(), None, "", None
     for part in key.split("."):
         if not dataclasses.is_dataclass(cls):
             raise LfoError(f"{prefix} is a {_type_name(cls)}, not a section: '{key}' names nothing")
-        hints = type_hints(cls)
+        hints = {**type_hints(cls), **(cls.section_types(resolved or {}) if hasattr(cls, "section_types") else {})}
+        resolved = None  # the top level's alone chooses sections
         fields = {x.name: x for x in dataclasses.fields(cls) if x.init}
         if part not in fields:
             raise LfoError(f"{kind} recipes have no key '{prefix + '.' if prefix else ''}{part}'"

@@ -9,6 +9,7 @@ import pytest
 
 from lfo_cli import recipes
 from lfo_cli.errors import LfoError
+from lfo_cli.recipes import load_recipe
 
 
 @dataclass
@@ -253,3 +254,51 @@ def test_lfo_train_explain_prints_the_recipes_value_beside_the_default():
     assert out.output.startswith("trainer.max_steps (grpo): int = ") and "; in demo_micro: 10\n" in out.output
     bad = CliRunner().invoke(app, ["train", "--explain", "trainer.max_stepz"])
     assert bad.exit_code == 2 and bad.output.strip().splitlines()[-1].startswith("error: grpo recipes have no key")
+
+
+def test_unset_leaves_out_what_the_base_chain_set(tmp_path):
+    """A delta over a base of another world leaves out that world's settings: `unset` in a recipe, `~KEY` on the
+    command line (Hydra's spelling); what is left out takes its default, and naming a key the base never set is
+    an error (a typo would otherwise do nothing)."""
+    (tmp_path / "mine.yaml").write_text("base: dual_lora_micro\nunset: [env.field_credit, wm.learning_rate]\n")
+    base = load_recipe("dual_lora_micro").config
+    mine = load_recipe(str(tmp_path / "mine.yaml")).config
+    assert base.env.field_credit == 0.5 and mine.env.field_credit == 0.0 and mine.wm.learning_rate != base.wm.learning_rate
+    assert load_recipe("dual_lora_micro", ["~env.field_credit"]).config.env.options() == {}
+    (tmp_path / "typo.yaml").write_text("base: dual_lora_micro\nunset: [env.field_credits]\n")
+    with pytest.raises(LfoError, match="unset: its base chain sets no 'env.field_credits'"):
+        load_recipe(str(tmp_path / "typo.yaml"))
+    with pytest.raises(LfoError, match="sets no 'env.probe_bonus'"):
+        load_recipe("dual_lora_micro", ["~env.probe_bonus"])
+    (tmp_path / "bad.yaml").write_text("base: dual_lora_micro\nunset: env.field_credit\n")
+    with pytest.raises(LfoError, match="'unset' must be a list of dotted keys"):
+        load_recipe(str(tmp_path / "bad.yaml"))
+
+
+def test_another_worlds_key_is_refused_with_the_way_to_leave_it_out():
+    pytest.importorskip("textworld")
+    with pytest.raises(LfoError, match=r"unknown key 'env.field_credit' \(a setting of another world, from a base "
+                                       r"recipe\? leave it out with `unset: \[env.field_credit\]`"):
+        load_recipe("dual_lora_micro", ["env.kind=textworld"])
+    tw = load_recipe("dual_lora_micro", ["env.kind=textworld", "~env.field_credit", "~wm.predict"]).config
+    assert tw.env.options() == {} and tw.wm.predict == "act"  # wm.predict left out: the world's default
+
+
+def test_a_run_recorded_before_its_world_owned_its_settings_resumes(tmp_path):
+    """A TextWorld run recorded when its recipes listed the customer-service world's keys (at the values that switch
+    them off) resumes; one that set such a key to anything else cannot have run, and is refused."""
+    import yaml
+
+    from lfo_cli.train.run import Run
+
+    pytest.importorskip("textworld")
+    resolved = load_recipe("textworld_micro").resolved
+    old = {**resolved, "data": {**resolved["data"], "companies": None, "fresh_companies": 0, "fresh_company_share": 0.0},
+           "env": {**resolved["env"], "progress_shaping": 0.0, "field_credit": 0.0, "probe_bonus": 0.0}}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(old))
+    run = Run.resumed(tmp_path)
+    assert run.resume and run.recipe.resolved == resolved
+    old["env"]["field_credit"] = 0.5
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(old))
+    with pytest.raises(LfoError, match="unknown key 'env.field_credit'"):
+        Run.resumed(tmp_path)

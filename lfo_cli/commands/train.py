@@ -131,7 +131,7 @@ def _explain(key: str, recipe: str | None, overrides: list[str], json_out: bool)
     """`--explain KEY`: the field's type, default and help, for the recipe's kind (grpo without one)."""
     value = None
     rec = recipes.load_recipe(recipe, overrides) if recipe is not None else None
-    info = recipes.explain(rec.kind if rec else "grpo", key)
+    info = recipes.explain(rec.kind if rec else "grpo", key, rec.resolved if rec else None)
     if rec is not None:
         value = rec.resolved
         for part in key.split("."):

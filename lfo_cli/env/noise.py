@@ -1,6 +1,6 @@
 """Noisy demonstrations: a reference policy with random actions, dropped or extra form fields and copy slips.
 
-:class:`NoiseConfig` (:mod:`lfo_cli.worlds.noise`) says how much of each; :class:`NoisyPolicy` wraps any
+:class:`NoiseConfig` (the customer-service world's teacher noise) says how much of each; :class:`NoisyPolicy` wraps any
 policy with it, so a warm start imitates a teacher that makes the mistakes (and recoveries) a small model
 must learn to handle.
 """
@@ -9,13 +9,41 @@ from __future__ import annotations
 
 import random
 import string
+from dataclasses import dataclass, field
 
 from lfo_cli.env import catalogue as cat
 from lfo_cli.env.policies import Action, Policy, RandomPolicy
 from lfo_cli.env.world import normalize_phone
-from lfo_cli.worlds.noise import NoiseConfig
+from lfo_cli.worlds.noise import TeacherNoise
 
 __all__ = ["NoiseConfig", "NoisyPolicy"]
+
+
+@dataclass
+class NoiseConfig(TeacherNoise):
+    """The customer-service teacher's noise: ``epsilon`` (every world's) and the form and copy noise of this
+    world. A customer-service warm start's ``data.noise``."""
+
+    field_dropout: float = field(
+        default=0.0,
+        metadata={"help": "Probability of dropping each field from the policy's form (incomplete authentication; "
+                  "a form keeps at least one field)."},
+    )
+    field_extra: float = field(
+        default=0.0,
+        metadata={"help": "Probability that the form also asks for one field drawn uniformly from those the policy "
+                  "did not ask for (within the 6-field cap): forms beyond the industry prior, without knowing any "
+                  "company's exception, so that RL from a model imitating them can come upon an exception's "
+                  "field at all."},
+    )
+    slip: float = field(
+        default=0.0,
+        metadata={"help": "Probability that a search or phone call is first made with a copy slip (a mistyped "
+                  "company name or phone number, another department's number, a mistyped or missing auth "
+                  "value), whose error reply is followed by the intended call: demonstrations of reading an "
+                  "error and recovering. A warm start keeps slipped turns in context with no loss, so the "
+                  "model learns to recover, not to slip."},
+    )
 
 
 def _mistype(rng: random.Random, text: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from lfo_cli import run_record as rr
 from lfo_cli.env import catalogue as cat
-from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, SHAPING, Episode, check_shaping
+from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, Episode
 from lfo_cli.env.formatting import (
     CSR_CLOSE,
     format_world_model_input,
@@ -21,6 +21,7 @@ from lfo_cli.env.generate import generate_world
 from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.env.replies import parse_reply
 from lfo_cli.env.rollout import run_episode
+from lfo_cli.env.settings import CustomerServiceRewards, CustomerServiceTeacherData, CustomerServiceTrainData
 from lfo_cli.env.specificity import form_specificity
 from lfo_cli.env.task_pools import heldout_pool, training_tasks, validation_pool
 from lfo_cli.env.tasks import select_companies
@@ -52,6 +53,8 @@ class CustomerServiceWorld(World):
         "all": (PHONE, "auth_info_form", "search_company"),
     }
     reply_stop = CSR_CLOSE
+    system_prompt = ("You are a support agent. Use the tools to do the user's task, one call per turn; reply Done "
+                     "when finished.")
     episode_categories = {"first_call": (*FIRST_CALL_OUTCOMES, None)}
     # Enough per episode to recompute every behaviour and form measure offline (lfo report), without weights.
     episode_fields = ("auth_before_first_call", "department_order_correct", "phone_calls", "forms_submitted",
@@ -61,12 +64,19 @@ class CustomerServiceWorld(World):
 
     def __init__(self, data: WorldData) -> None:
         self.data = data
-        self.train_data = data  # the world RL plays in: a copy with data.fresh_companies' companies added
+        self.rl_data = data  # the world RL plays in: a copy with data.fresh_companies' companies added
 
     # each identity field's JSON key with its value opener (`"zip_code": "`): one token in micro's vocabulary
     tokenizer_tokens = tuple(json.dumps({f: ""})[1:-2] for f in (*cat.FIELDS, cat.REFERENCE_KEY))
     corpus_version = GENERATOR_VERSION
     teacher_policies = ("prior", "probe", "random")
+    train_data = CustomerServiceTrainData
+    rewards = CustomerServiceRewards
+    teacher_data = CustomerServiceTeacherData
+    # teacher options added after warm starts were cached, at the value that gives the old data bit for bit
+    # (named as the cache key flattens them: data.slip is data.noise.slip)
+    warmstart_key_neutral = {"slip": 0.0, "field_extra": 0.0, "probe_rate": 0.0, "probe_noise_scale": 1.0,
+                             "fresh_companies": 0}
 
     @classmethod
     def data_identity(cls, data_dir: str | Path) -> Any:
@@ -92,13 +102,6 @@ class CustomerServiceWorld(World):
     def world_model_example(cls, transition: Any) -> Example:
         return world_model_example(transition)
 
-    @classmethod
-    def check_env_options(cls, options: Mapping[str, Any]) -> None:
-        unknown = sorted(set(options) - set(SHAPING))
-        if unknown:
-            raise ValueError(f"env.{unknown[0]}: not an option of the customer-service world ({', '.join(SHAPING)})")
-        check_shaping(ValueError, "env.", **options)
-
     splits = SPLITS
     heldout_split = "transfer"
     heldout_label = "held-out companies"
@@ -117,14 +120,14 @@ class CustomerServiceWorld(World):
         companies = select_companies(self.data, data.companies)
         # Companies generated for RL alone join a copy of the world: evaluation plays in the world as it is
         # (a misspelt name's "Did you mean" never lists them).
-        self.train_data = self.data.copy() if data.fresh_companies else self.data
-        return TaskPools(train=training_tasks(self.train_data, data, seed),
+        self.rl_data = self.data.copy() if data.fresh_companies else self.data
+        return TaskPools(train=training_tasks(self.rl_data, data, seed),
                          validation=stratified_tasks(validation_pool(self.data, evaluation, companies),
                                                      evaluation.num_tasks),
                          heldout=heldout_pool(self.data, evaluation))
 
     def env_factory(self, *, seed: int, max_turns: int, options: Mapping[str, Any]):
-        return make_env_factory(self.train_data, seed=seed, max_turns=max_turns, **options)
+        return make_env_factory(self.rl_data, seed=seed, max_turns=max_turns, **options)
 
     def episode(self, max_turns: int) -> Episode:
         return Episode(self.data, max_turns=max_turns)
@@ -225,7 +228,8 @@ class CustomerServiceWorld(World):
         return (self if world is self.data else CustomerServiceWorld(world)), tasks
 
     def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
-                         rollouts_per_task: int = 1, probe_rate: float = 0.0, probe_noise: Any = None) -> list[dict]:
+                         rollouts_per_task: int = 1, settings: Any = None) -> list[dict]:
+        probe_rate, probe_noise = (settings.probe_rate, settings.probe_noise) if settings is not None else (0.0, None)
         return teacher_rollouts(self.data, tasks, policy=policy, noise=noise, seed=seed,
                                 rollouts_per_task=rollouts_per_task, probe_rate=probe_rate, probe_noise=probe_noise)
 

@@ -8,10 +8,8 @@ Metrics (overall and per reply category):
 * semantic accuracy — the world's judge (:meth:`lfo_cli.worlds.World.same_reply`) says the generated reply
   means the actual one.
 
-``probe_scores`` runs the world's synthetic probes (:meth:`lfo_cli.worlds.World.inspection_probes`; the
-customer-service world's: a call without identity data, where the rep must ask for authentication, and one with
-exactly the required data, where the rep must serve) and scores the share whose generated reply has the
-expected category. Everything here reaches the world through :class:`lfo_cli.worlds.World`.
+``probe_scores`` runs the world's synthetic probes (:meth:`lfo_cli.worlds.World.inspection_probes`: calls whose
+right reply is of a known category) and scores the share whose generated reply has the expected category. Everything here reaches the world through :class:`lfo_cli.worlds.World`.
 """
 
 from __future__ import annotations

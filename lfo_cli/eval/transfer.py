@@ -1,5 +1,5 @@
-"""Zero-shot transfer: a run's policy on held-out tasks (the customer-service world's held-out companies,
-TextWorld's held-out games) vs validation tasks.
+"""Zero-shot transfer: a run's policy on the world's held-out tasks (`World.heldout_split`, never trained on)
+vs validation tasks.
 
 Every checkpoint compared is evaluated on the same tasks, in the same order, with the same sampling
 seed, so differences between checkpoints are paired. Success rates carry Wilson 95% intervals.
@@ -16,7 +16,7 @@ Output schema (``RUN/evals/transfer_eval-<parameters>.json``, see ``eval_file_na
                                       "phone_calls_per_task": float, "forms_per_task": float,
                                       "invalid_calls_per_task": float, "valid_tool_call_rate": float},
                         "outcomes": [[task_id, 0 | 1], ...]}},   # per episode, in evaluation order
-     "gap": float | null,          # val success - transfer success (train-company advantage)
+     "gap": float | null,          # val success - transfer success (the training tasks' advantage)
      "base": {SPLIT: <split row as above>} | null,   # --against-base: the run's base model (its warm
                                                      # start) without the adapter, same tasks and seeds
      "vs_base": {SPLIT: {"n", "mean_diff", "diff_low", "diff_high", "wins", "losses",

@@ -30,8 +30,7 @@ def evaluate_agent(
     ``generate_fn(prompt_ids, temperature, max_new_tokens, seed) -> list[list[int]]`` replaces
     ``model.generate`` (e.g. vLLM with a ``LoRARequest``, ``lfo_cli.eval.vllm_backend``); ``model``
     may then be None. ``world`` is a :class:`lfo_cli.worlds.World`: its episodes are played, and each
-    episode record carries the world's ``episode_fields`` (e.g. the customer-service world's auth before
-    the first call, department order, calls, forms, invalid calls).
+    episode record carries the world's ``episode_fields``.
 
     Each assistant turn is sampled at ``temperature`` from the chat-templated conversation
     (:func:`~lfo_cli.models.sampler.sample_turn_cached`, which reads only what the conversation added since the
@@ -135,7 +134,7 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None,
                    categories: dict[str, tuple] | None = None) -> dict[str, Any]:
     """``eval/...`` metrics of an :func:`evaluate_agent` result: valid-call and well-formed-turn rates, success
     overall and by difficulty, the share of episodes by each value of the world's ``categories``
-    (``World.episode_categories``: ``eval/first_call/right_department``, ...), the teacher's success."""
+    (``World.episode_categories``: ``eval/FIELD/VALUE``), the teacher's success."""
     turns, eps = result["turns"], result["episodes"]
     call_turns = [t for t in turns if not t["final_reply"]]
     out: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """Synthetic induction rows: random token sequences shown twice, loss on the repeat.
 
-Why (issue #4): an agent in this environment must *copy* — a phone number from the directory, the
-customer's values from the form's reply into ``auth_info``. A transformer copies with an induction
+Why: an agent must *copy* values it read (a number from a directory, a value from a reply) into its next
+call's arguments. A transformer copies with an induction
 circuit (a previous-token head feeding a head that attends to "the token after the last occurrence
 of my current token"), and a from-scratch 3M-parameter model trained for minutes on tool-calling
 chats had not formed one: copied tokens were predicted 21-25% of the time. Sequences whose second

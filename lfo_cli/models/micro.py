@@ -13,14 +13,14 @@ as much as the parameter count. Hence two choices:
 * the tokenizer is built so that **copying is one induction step per token** (a 2M-parameter model
   trained for minutes does not learn multi-hop copying; measured: with one digit per token and
   space-prefixed words it predicted copied digits 25% of the time after a 30-minute warm start):
-  - words carry their *trailing* space (``"Coastal "``), not a leading one, so a company name reads
-    the same tokens in the task prompt (``at Coastal Bank.``) and in the call (``"Coastal Bank"``);
+  - words carry their *trailing* space (``"Coastal "``), not a leading one, so a name reads the same
+    tokens in the task prompt (``at Coastal Bank.``) and in a call's JSON argument (``"Coastal Bank"``);
   - numbers are split left to right into groups of up to 3 digits with a leading hyphen attached
-    (``866``, ``-536``, ``-030``, ``2``): a phone number is 4 nearly unique tokens instead of 12
+    (``866``, ``-536``, ``-030``, ``2``): a 10-digit number is 4 nearly unique tokens instead of 12
     digits that each occur everywhere. Every 1-3 digit group is guaranteed a token (coverage text);
-  - each identity field's JSON key with its value opener (``"zip_code": "``) is one token, in the
-    form's reply and in the call's ``auth_info`` alike, so a value is copied by looking up the token
-    after the same key;
+  - the strings a world names (``World.tokenizer_tokens``, e.g. a JSON key with its value opener) are one
+    token each, in a reply and in a call alike, so a value is copied by looking up the token after the
+    same key;
 * the architecture (``MicroArch``) is the largest that keeps a 4 prompts x 4 generations dual-LoRA
   step within 15 s on 2 cores.
 
@@ -55,7 +55,7 @@ class MicroArch:
     """Qwen3 config of the micro tier (see lfo_cli.models.sizing for the measurements)."""
 
     hidden_size: int = 192
-    num_hidden_layers: int = 4  # >= 2 layers for induction-style copying (phone numbers, form values)
+    num_hidden_layers: int = 4  # >= 2 layers for induction-style copying (numbers, values read earlier)
     num_attention_heads: int = 4
     num_key_value_heads: int = 2  # GQA halves the KV cache that generation re-reads every token
     head_dim: int = 48
@@ -90,7 +90,7 @@ class TokenizerSpec:
     vocab_size: int = 5600  # BPE merges incl. the 2,220 digit groups; added tokens come on top
     min_frequency: int = 2
     corpus_world_seeds: tuple[int, ...] = (0, 1, 2)  # several worlds: names/values of unseen seeds still compress
-    corpus_companies: int = 60
+    corpus_companies: int = 60  # the customer-service world's corpus; a field of the cache key (kept: renaming rebuilds every micro)
     corpus_tasks: int = 120  # per world and split; each runs a few reference-policy episodes
     number_coverage_repeats: int = 200  # copies of the digit-group list in the corpus: every group gets a merge
 
@@ -135,20 +135,20 @@ def boilerplate_tokens(tools: list[dict] | None = None, world: type[World] | Non
         if opening in call:
             pieces.append(opening)
             # ... and through the first required argument's key and value opener, e.g.
-            # '{"name": "search_company", "arguments": {"company_name": "' (fewer tokens to get wrong)
+            # '{"name": "search", "arguments": {"query": "' (fewer tokens to get wrong)
             params = t["function"].get("parameters", {})
             required = params.get("required") or []
             if required:
                 kind = params.get("properties", {}).get(required[0], {}).get("type")
                 opener = {"string": '"', "array": "["}.get(kind, "")
                 pieces.append(opening + json.dumps({required[0]: None})[:-5] + opener)
-            # ... and the separator into each later required argument, e.g. '", "auth_info": {'
+            # ... and the separator into each later required argument, e.g. '", "details": {'
             for prev, arg in itertools.pairwise(required):
                 prev_kind = params.get("properties", {}).get(prev, {}).get("type")
                 kind = params.get("properties", {}).get(arg, {}).get("type")
                 if prev_kind == "string":
                     pieces.append('", ' + json.dumps({arg: None})[1:-5] + {"string": '"', "array": "[", "object": "{"}.get(kind, ""))
-    # the world's: the customer-service world's identity fields as JSON keys with the value opener '"zip_code": "'
+    # the world's own (World.tokenizer_tokens)
     pieces.extend(_world(world).tokenizer_tokens)
     return [p for p in dict.fromkeys(pieces) if p and IM_END not in p and IM_START not in p]
 
@@ -307,8 +307,8 @@ def install_induction_circuit(
 ) -> dict[str, int]:
     """Write a two-head copy circuit into a fresh Qwen3 model (Olsson et al., 2022, "induction heads").
 
-    An agent here must copy: the phone number from the directory, the customer's values into
-    ``auth_info``. Copying "what followed this token last time" takes two heads in sequence, and a
+    An agent must copy values it read (a number from a directory, a value from a reply) into a call's
+    arguments. Copying "what followed this token last time" takes two heads in sequence, and a
     small model trained for minutes does not find them on its own (module docstring). So we build
     them, in unused subspaces of the residual stream, and let training take it from there:
 

@@ -27,8 +27,9 @@ import json
 import types
 from typing import Any
 
-# One short sentence: every token here is paid for in every rollout and every training forward.
-SYSTEM_PROMPT = "You are a support agent. Use the tools to do the user's task, one call per turn; reply Done when finished."
+# The system prompt of a world that sets none (`World.system_prompt`). One short sentence: every token here is
+# paid for in every rollout and every training forward.
+SYSTEM_PROMPT = "You are an agent. Use the tools to do the user's task, one call per turn; reply Done when finished."
 
 # Tool methods are listed like TRL does; these two are the environment protocol, not tools.
 _NOT_TOOLS = frozenset({"reset", "get_reward"})

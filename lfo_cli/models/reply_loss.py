@@ -3,7 +3,7 @@
 Early Experience's *implicit world modelling* trains the policy, before RL, to predict what its actions
 bring back, on the same trajectories it imitates. Here the warm start's SFT keeps its steps, data and
 assistant-token loss, and adds ``train.reply_loss_weight`` x the cross-entropy over the reply tokens of
-the chosen tools (``train.reply_loss_tools``; the rep's replies to ``make_phone_call`` by default),
+the chosen tools (``train.reply_loss_tools``),
 averaged per sequence and then over the batch, as the RL world-model term (``obs_tokens``) is.
 
 TRL's SFT builds its labels from ``assistant_masks`` while it prepares the data, and its collator keeps

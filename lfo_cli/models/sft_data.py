@@ -26,7 +26,7 @@ def collect_sft_trajectories(cfg: WarmStartConfig, world: World, progress=None) 
     return collect_trajectories(
         played, tasks, policy=cfg.data.policy, noise=cfg.data.noise, seed=cfg.seed,
         rollouts_per_task=cfg.data.rollouts_per_task, imitate_random=cfg.data.imitate_random,
-        probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise, progress=progress,
+        settings=cfg.data, progress=progress,
     )
 
 

@@ -12,7 +12,7 @@ recovery, but its assistant message carries ``"weight": 0`` (axolotl's per-turn 
 the warm start trains on the recovery, not on making the slip. With ``imitate_random=False`` the
 same holds for the teacher's random replacement actions (``NoiseConfig.epsilon``, listed in
 ``info["random_steps"]``): the detour and its reply stay in context, the random call itself (a
-company, number or value the conversation never showed) is not imitated.
+name, number or value the conversation never showed) is not imitated.
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ def collect_trajectories(
     rollouts_per_task: int = 1,
     system_prompt: str | None = None,
     imitate_random: bool = True,
-    probe_rate: float = 0.0,
-    probe_noise: Any = None,
+    settings: Any = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """The world's teacher on each task (:meth:`lfo_cli.worlds.World.teacher_rollouts`: ``policy`` with
-    ``noise``, ``probe_rate`` of the rollouts probing, reproducible from ``seed``), each rollout with its
+    ``noise`` and the world's own options in ``settings``, a warm start's data section; reproducible from
+    ``seed``), each rollout with its
     conversation: one dict per rollout with ``task_id``, ``difficulty``, ``policy``, ``reward``, ``info``,
     ``transitions`` (dicts) and ``messages`` (``system_prompt``: default the world's;
     ``imitate_random``: see :func:`trajectory_messages`). ``progress(done, total)`` is called with the
@@ -76,8 +76,7 @@ def collect_trajectories(
     chunk = max(1, len(tasks) // 50) if progress else max(1, len(tasks))
     for start in range(0, len(tasks), chunk):
         rollouts += world.teacher_rollouts(tasks[start:start + chunk], policy=policy, noise=noise, seed=seed,
-                                           rollouts_per_task=rollouts_per_task, probe_rate=probe_rate,
-                                           probe_noise=probe_noise)
+                                           rollouts_per_task=rollouts_per_task, settings=settings)
         if progress:
             progress(len(rollouts), total)
     return [{**{k: r[k] for k in ("task_id", "difficulty", "policy", "reward", "info", "transitions")},

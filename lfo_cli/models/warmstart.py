@@ -246,7 +246,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
             raise LfoError(f"{cfg.data.dir}: the world has no val tasks to evaluate on")
         val = stratified_tasks(val, cfg.eval.num_tasks)
         teacher = collect_trajectories(world, val, policy=cfg.data.policy, seed=cfg.seed + 1, noise=cfg.data.noise,
-                                       probe_rate=cfg.data.probe_rate, probe_noise=cfg.data.probe_noise,
+                                       settings=cfg.data,
                                        rollouts_per_task=cfg.eval.samples_per_task)
         val = [t for t in val for _ in range(cfg.eval.samples_per_task)]  # as `lfo transfer-eval --samples`
         t_eval = time.time()

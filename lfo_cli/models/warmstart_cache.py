@@ -36,11 +36,11 @@ def resolve_config(recipe_name_or_cfg: str | WarmStartConfig, overrides: list[st
 
 # Options added after warm starts were cached, with the value that reproduces the old data bit for bit:
 # left out of the key at that value, so adding an option does not invalidate every cached base. Data options
-# are named as canonical_data flattens them (data.slip is data.noise.slip).
+# are named as canonical_data flattens them (data.epsilon is data.noise.epsilon); a world's own teacher options
+# are its `World.warmstart_key_neutral`. The reply tools' value is the one their default had then.
 NEUTRAL_LATER_FIELDS: dict[str, dict[str, Any]] = {
     "env": {"kind": DEFAULT_KIND},
-    "data": {"slip": 0.0, "imitate_random": True, "field_extra": 0.0, "probe_rate": 0.0,
-             "probe_noise_scale": 1.0, "fresh_companies": 0},
+    "data": {"imitate_random": True},
     "train": {"reply_loss_weight": 0.0, "reply_loss_tools": ["make_phone_call"]}}
 
 
@@ -74,7 +74,10 @@ def warmstart_key(cfg: WarmStartConfig) -> str:
     }
     payload["config"]["data"] = canonical_data(payload["config"]["data"])
     payload["config"]["data"].pop("dir", None)  # the content (manifest) matters, not where it lives
-    for section, fields in NEUTRAL_LATER_FIELDS.items():  # options added later, at the value that changes nothing
+    payload["config"]["data"].update(world.warmstart_key_fixed)
+    neutrals = {**NEUTRAL_LATER_FIELDS, "data": {**NEUTRAL_LATER_FIELDS.get("data", {}),
+                                                      **world.warmstart_key_neutral}}
+    for section, fields in neutrals.items():  # options added later, at the value that changes nothing
         for name, neutral in fields.items():
             if payload["config"][section].get(name) == neutral:
                 del payload["config"][section][name]

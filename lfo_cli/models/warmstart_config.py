@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from lfo_cli.errors import LfoError
 from lfo_cli.models.prompts import tool_methods
-from lfo_cli.worlds import WorldChoice, kinds, world_class
-from lfo_cli.worlds.noise import NoiseConfig
+from lfo_cli.worlds import DEFAULT_KIND, WorldChoice, kinds, world_class
+from lfo_cli.worlds.noise import TeacherNoise
+from lfo_cli.worlds.settings import extend, fit_section
 
 
 @dataclass
@@ -54,6 +55,9 @@ EnvSection = WorldChoice  # the world the warm start imitates its teacher in
 
 @dataclass
 class DataSection:
+    """The teacher and its data: lfo's keys; the world's own (:attr:`lfo_cli.worlds.World.teacher_data`) join them."""
+
+    world_settings: ClassVar[bool] = True  # a world adds keys here (lfo_cli.worlds.settings)
     dir: Path = field(default=Path("data"), metadata={"help": "World written by `lfo gen-env` (train tasks are "
                                                              "the SFT prompts, val tasks the evaluation)."})
     policy: str = field(
@@ -66,41 +70,21 @@ class DataSection:
     max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many train tasks (None: all)."})
     fresh_tasks: int = field(
         default=0,
-        metadata={"help": "Imitate on this many newly drawn tasks of the training companies instead of the world's "
+        metadata={"help": "Imitate on this many newly drawn training tasks (the world's generator) instead of the world's "
                   "train tasks (0: the train tasks). Fresh tasks keep the RL train tasks unseen, so a small model "
-                  "cannot memorise the tasks RL is then rewarded on, and give more distinct customers per epoch."},
+                  "cannot memorise the tasks RL is then rewarded on, and give more distinct instances per epoch."},
     )
-    noise: NoiseConfig = field(
-        default_factory=lambda: NoiseConfig(epsilon=0.1, field_dropout=0.1),
-        metadata={"help": "The teacher's noise (lfo_cli.env.noise.NoiseConfig: epsilon, field_dropout, field_extra, "
-                  "slip), for the SFT data and the teacher baseline. Default: epsilon 0.1, field_dropout 0.1, the others 0; "
-                  "keys a recipe leaves out keep these."},
+    noise: TeacherNoise = field(
+        default_factory=lambda: TeacherNoise(epsilon=0.1),
+        metadata={"help": "The teacher's noise, for the SFT data and the teacher baseline: epsilon (every world's) and "
+                  "any noise of the world's own teacher (declared with its defaults by the world's teacher_data: "
+                  "`lfo train --explain data.noise` on a recipe of that world). Keys a recipe leaves out keep the defaults."},
     )
     imitate_random: bool = field(
         default=True,
         metadata={"help": "Train on the teacher's random replacement actions (noise.epsilon) like on its other turns. "
                   "False keeps them in context with no loss, as for slips: the model sees detours and recovers "
-                  "from them but never learns to emit a company, number or value the conversation did not show."},
-    )
-    probe_rate: float = field(
-        default=0.0,
-        metadata={"help": "Probability that a rollout plays the `probe` reference policy instead (it calls each "
-                  "needed department with an empty auth_info, reads the auth_failure reply and files the fields it "
-                  "named), with the same noise: a warm start that has seen replies read within an episode, the "
-                  "behaviour held-out companies need. 0: the policy alone."},
-    )
-    fresh_companies: int = field(
-        default=0,
-        metadata={"help": "Draw the SFT tasks (data.fresh_tasks of them) on this many companies generated afresh, a "
-                  "world of their own seeded from the world's and the warm start's seeds, instead of the world's "
-                  "training companies: no phone number recurs often enough to be learned, so the model must copy it "
-                  "from the directory, as it must on a held-out company. 0: the world's training companies. "
-                  "Evaluation stays on the world's own validation tasks."},
-    )
-    probe_noise_scale: float = field(
-        default=1.0,
-        metadata={"help": "The probing teacher's noise is data.noise times this (every probability): 1 = the same "
-                  "noise, 0 = clean probes that read the reply and finish the task, 0.5 = half."},
+                  "from them but never learns to emit a name, number or value the conversation did not show."},
     )
     success_weight: int = field(
         default=1, metadata={"help": "Duplicate successful trajectories this many times (1 = plain imitation)."}
@@ -108,15 +92,10 @@ class DataSection:
     induction_rows: int = field(
         default=0,
         metadata={"help": "Synthetic rows 'A + A' (random tokens, loss on the repeat) mixed into the SFT data so a "
-                  "from-scratch model forms the copying circuit that phone numbers and form values need "
+                  "from-scratch model forms the copying circuit that copying values from the context needs "
                   "(lfo_cli.models.induction). 0: none."},
     )
     induction_max_len: int = field(default=48, metadata={"help": "Longest random sequence A of an induction row."})
-
-    @property
-    def probe_noise(self) -> NoiseConfig:
-        """The noise of the rollouts that play ``probe`` (``probe_rate``)."""
-        return self.noise.scaled(self.probe_noise_scale)
 
     def __post_init__(self) -> None:
         if self.rollouts_per_task < 1:
@@ -125,20 +104,18 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1 or null, got {self.max_tasks}")
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
-        if self.fresh_companies < 0:
-            raise LfoError(f"data.fresh_companies must be >= 0, got {self.fresh_companies}")
-        if self.fresh_companies and not self.fresh_tasks:
-            raise LfoError("data.fresh_companies needs data.fresh_tasks > 0 (the tasks drawn on those companies)")
-        for name in ("probe_rate", "probe_noise_scale"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise LfoError(f"data.{name} must be in [0, 1], got {v}")
         if self.success_weight < 1:
             raise LfoError(f"data.success_weight must be >= 1, got {self.success_weight}")
         if self.induction_rows < 0:
             raise LfoError(f"data.induction_rows must be >= 0, got {self.induction_rows}")
         if not 8 <= self.induction_max_len <= 512:
             raise LfoError(f"data.induction_max_len must be in [8, 512], got {self.induction_max_len}")
+
+
+def world_sections(kind: str = DEFAULT_KIND) -> dict[str, type]:
+    """The ``data`` section class of a warm start on world ``kind``: lfo's fields, then the world's teacher
+    options (:mod:`lfo_cli.worlds.settings`)."""
+    return {"data": extend(DataSection, world_class(kind).teacher_data)}
 
 
 @dataclass
@@ -237,6 +214,12 @@ class WarmStartConfig:
     train: TrainSection = field(default_factory=TrainSection)
     eval: EvalSection = field(default_factory=EvalSection)
 
+    @classmethod
+    def section_types(cls, data: dict) -> dict[str, type]:
+        """The sections a recipe's ``env.kind`` decides (recipe loading: :func:`lfo_cli.recipes.build_config`)."""
+        env = data.get("env")
+        return world_sections(env.get("kind", DEFAULT_KIND) if isinstance(env, dict) else DEFAULT_KIND)
+
     def __post_init__(self) -> None:
         if self.seed < 0:
             raise LfoError(f"seed must be >= 0, got {self.seed}")
@@ -244,6 +227,7 @@ class WarmStartConfig:
                           ("eval", EvalSection)):
             if isinstance(getattr(self, name), dict):
                 setattr(self, name, cls(**getattr(self, name)))
+        self.data = fit_section(self.data, world_sections(self.env.kind)["data"], "data")
         world = world_class(self.env.kind)
         if self.data.policy not in world.teacher_policies:
             raise LfoError(f"data.policy={self.data.policy} is not a teacher of the {world.kind} world: "

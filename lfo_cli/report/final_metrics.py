@@ -1,5 +1,5 @@
 """Final-evaluation sections of `lfo report`: metrics by condition (success by difficulty, behaviour)
-and transfer to held-out companies, with the paired dual - baseline test."""
+and transfer to the world's held-out tasks, with the paired dual - baseline test."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def transfer_section(rep: Report, conds, by_cond, role, pairs, pd, plt) -> None:
     wide = df.assign(cell=[cell(r) for _, r in df.iterrows()])
     wide = wide.pivot(index="condition", columns="split", values="cell").reindex(conds).fillna("not measured").reset_index()
     held = "transfer" if "transfer" in splits else None
-    if held is None:  # a check on the training companies' tasks is not transfer: never shown as if it were
+    if held is None:  # a check on the training distribution's tasks is not transfer: never shown as if it were
         msg = (f"Transfer to {label} was not measured: the evaluations found cover only "
                f"{', '.join(splits)} (what the policy trained on). The table shows them; it is not transfer.")
         rep.md.append(msg)

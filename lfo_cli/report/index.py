@@ -161,7 +161,7 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
             parts = []
             rows = tr["by_condition"]
             held = [r for r in rows if r["split"] == "transfer"]
-            for row in held or rows:  # held-out companies overall when measured; per difficulty in the section
+            for row in held or rows:  # held-out tasks overall when measured; per difficulty in the section
                 split = "" if held else f" {row['split']}"
                 parts.append(f"{row['condition']}{split} {est({'value': row['mean'], 'low': row['ci_low'], 'high': row['ci_high'], 'n': row['n']})}")
             label = heldout_words(train)[0]

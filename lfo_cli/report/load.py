@@ -4,7 +4,7 @@ Two kinds of run dir are read (the formats are owned by their writers; see docs/
 
 - **training** (``lfo train``, kind ``grpo``): ``run.json`` + ``recipe.yaml`` (resolved recipe) +
   ``metrics.jsonl`` (rows with ``step``, ``tasks_seen`` and prefixed metrics) + ``summary.json``
-  (``status``) and optionally ``transfer_eval*.json``; where none covers the held-out companies, the run's
+  (``status``) and optionally ``transfer_eval*.json``; where none covers the world's held-out split, the run's
   own last held-out evaluation (``heldout/success``, ``eval.heldout_tasks``) stands for transfer;
 - **WMIL** (``lfo wmil train``): ``config.json`` (with ``task``) + ``metrics.jsonl`` (``step``,
   ``charts/success``, ``charts/env_steps``, ...) + ``summary.json``.
@@ -166,9 +166,9 @@ def validation_episodes(path: Path, step: int, prefix: str = rr.VAL) -> list[dic
 
 
 def _inrun_heldout(path: Path, rows: list[dict]) -> dict[str, dict]:
-    """The run's last evaluation on held-out companies (``heldout/...`` rows; the callback plays them at
-    step 0 and at the end) as the ``transfer`` split, and ``transfer/dK`` per difficulty: companies
-    training never drew from, so it is transfer, measured inside the run. Episodes are counted from
+    """The run's last evaluation on the world's held-out tasks (``heldout/...`` rows; the callback plays them at
+    step 0 and at the end) as the ``transfer`` split, and ``transfer/dK`` per difficulty: tasks training
+    never drew from, so it is transfer, measured inside the run. Episodes are counted from
     ``validation/heldout_step_N.json[.gz]`` (provenance only: an unreadable file leaves them unknown)."""
     held = [r for r in rows if isinstance(r.get(rr.HELDOUT_SUCCESS), (int, float))]
     if not held:

@@ -105,18 +105,6 @@ def same_reply(predicted: str, actual: str) -> bool:
     return _norm(predicted) == _norm(actual)
 
 
-def _teacher_epsilon(noise: Any) -> float:
-    """The teacher noise TextWorld's teacher has: ``epsilon`` (a random admissible command instead); the
-    customer-service world's other noise options must be 0."""
-    if noise is None:
-        return 0.0
-    for name in ("field_dropout", "field_extra", "slip"):
-        if getattr(noise, name, 0.0):
-            raise LfoError(f"data.noise.{name}: not a noise of the textworld world's teacher (set it to 0; "
-                           "data.noise.epsilon is its noise)")
-    return float(getattr(noise, "epsilon", 0.0))
-
-
 class TextWorldEpisode:
     """Evaluation's episode runner: one game at a time, ``act`` the only tool."""
 
@@ -172,6 +160,16 @@ class TextWorldWorld(World):
     teacher_policies = ("gold", "random")
     tokenizer_tokens = (OBS_OPEN, OBS_CLOSE, ACT_OPEN, ACT_CLOSE, REPLY_OPEN, REPLY_CLOSE)
     corpus_version = {"corpus": 1, "specs": [asdict(s) for s in CORPUS_SPECS], "seed": CORPUS_SEED}
+    # No settings of its own: its reward is the game's score over its maximum, its teacher's one noise epsilon
+    # (a random admissible command instead). Its recipes once listed the customer-service world's keys, at the
+    # values that switch them off:
+    retired_keys = {
+        "grpo": {"data.companies": None, "data.fresh_companies": 0, "data.fresh_company_share": 0.0,
+                 "env.progress_shaping": 0.0, "env.field_credit": 0.0, "env.probe_bonus": 0.0},
+        "warmstart": {"data.noise.field_dropout": 0.0, "data.noise.field_extra": 0.0, "data.noise.slip": 0.0,
+                      "data.probe_rate": 0.0, "data.fresh_companies": 0, "data.probe_noise_scale": 1.0},
+    }
+    warmstart_key_fixed = {"field_dropout": 0.0}  # the one of them its warm starts' cache keys held
 
     def __init__(self, content: dict, games: dict[str, GameFile]) -> None:
         self.content, self.games = content, games  # games: task id -> its game
@@ -227,21 +225,13 @@ class TextWorldWorld(World):
         text = prompt + f"{REPLY_OPEN}{reply}{REPLY_CLOSE}"
         return text, (len(prompt), len(text))
 
-    @classmethod
-    def check_env_options(cls, options: Mapping[str, Any]) -> None:
-        if options:
-            raise ValueError(f"env.{sorted(options)[0]}: the textworld world has no reward options (its reward is "
-                             "the game's score over its maximum)")
-
     def tasks(self, split: str) -> list:
         if split not in SPLITS:
             raise LfoError(f"textworld: no split {split!r}; use one of {', '.join(SPLITS)}")
         return [GameTask(f"{split}-{s}", split, s) for s in self.content["seeds"][split]]
 
     def task_pools(self, data: Any, evaluation: Any, seed: int) -> TaskPools:
-        for name, value in (("data.fresh_tasks", data.fresh_tasks), ("data.companies", data.companies),
-                            ("data.fresh_companies", data.fresh_companies),
-                            ("data.difficulty_weights", data.difficulty_weights),
+        for name, value in (("data.fresh_tasks", data.fresh_tasks), ("data.difficulty_weights", data.difficulty_weights),
                             ("eval.fresh_tasks", evaluation.fresh_tasks)):
             if value:
                 raise LfoError(f"{name}: the textworld world trains and validates on its game splits "
@@ -251,7 +241,6 @@ class TextWorldWorld(World):
                          heldout=self.tasks("heldout")[: evaluation.heldout_tasks])
 
     def env_factory(self, *, seed: int, max_turns: int, options: Mapping[str, Any]) -> TextWorldFactory:
-        self.check_env_options(options)
         return TextWorldFactory([], max_steps=max_turns, tasks=self.games)
 
     def episode(self, max_turns: int = MAX_STEPS) -> TextWorldEpisode:
@@ -276,24 +265,21 @@ class TextWorldWorld(World):
 
     # ---- the warm start and the micro tokenizer ----
     def sft_tasks(self, data: Any, seed: int) -> tuple[TextWorldWorld, list]:
-        for name in ("fresh_tasks", "fresh_companies", "probe_rate"):
-            if getattr(data, name):
-                raise LfoError(f"data.{name}: not an option of the textworld world's teacher (it plays the "
-                               "train games: `lfo gen-env --world textworld --games N`)")
+        if data.fresh_tasks:
+            raise LfoError("data.fresh_tasks: not an option of the textworld world's teacher (it plays the "
+                           "train games: `lfo gen-env --world textworld --games N`)")
         tasks = self.tasks("train")
         if data.max_tasks is not None:
             tasks = random.Random(seed).sample(tasks, min(data.max_tasks, len(tasks)))
         return self, tasks
 
     def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
-                         rollouts_per_task: int = 1, probe_rate: float = 0.0, probe_noise: Any = None) -> list[dict]:
+                         rollouts_per_task: int = 1, settings: Any = None) -> list[dict]:
         """``gold`` (TextWorld's walkthrough from the current state) taking a random admissible command instead
         with probability ``noise.epsilon`` (those turns listed in ``info["random_steps"]``), or ``random``."""
-        epsilon = _teacher_epsilon(noise)
+        epsilon = noise.epsilon if noise is not None else 0.0
         if policy not in self.teacher_policies:
             raise LfoError(f"textworld: no teacher {policy!r}; use one of {', '.join(self.teacher_policies)}")
-        if probe_rate:
-            raise LfoError("data.probe_rate: the textworld world's teacher does not probe")
         env, out = TextWorldEnv([], tasks=self.games), []
         try:
             for task in tasks:

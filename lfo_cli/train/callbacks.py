@@ -68,7 +68,7 @@ class Validation(TrainerCallback):
     end. Step 0 is the warm start itself (LoRA B starts at zero), so every evaluation is a paired
     comparison with it: `validation/step_N.json` keeps the per-episode outcomes for `vs_start`.
 
-    ``heldout`` (optional) is a second task set, on companies training never draws from, evaluated at
+    ``heldout`` (optional) is a second task set, of the world's held-out split (never trained on), evaluated at
     step 0, at the end and every ``heldout_every`` steps (0: only those two): `heldout/...` metrics and
     `validation/heldout_step_N.json`."""
 

@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 base = AutoModelForCausalLM.from_pretrained("{base}")
 tokenizer = AutoTokenizer.from_pretrained("{run}")           # the base's tokenizer with lfo's chat template
 model = PeftModel.from_pretrained(base, "{run}", adapter_name="policy")
-{wm_line}model.set_adapter("policy")                                     # the agent; "world_model" predicts the rep
+{wm_line}model.set_adapter("policy")                                     # the agent; "world_model" predicts the replies
 ```'''
 
 
@@ -36,7 +36,7 @@ def model_card(run_name: str, recipe: str | None, seed: int, coupling: str, ref:
     has_wm = has_world_model
     rows = ["| file | what |", "|---|---|",
             "| `adapter_config.json`, `adapter_model.safetensors` | the policy adapter (the agent) |"]
-    rows.append("| `world_model/` | the world-model adapter: predicts the rep's reply to a call |" if has_wm else
+    rows.append("| `world_model/` | the world-model adapter: predicts the world's reply to a tool call |" if has_wm else
                 f"| (no `world_model/`) | `{coupling}` coupling: the policy's own weights predicted the replies |")
     rows += ["| `tokenizer.json`, `tokenizer_config.json`, `chat_template.jinja` | the tokenizer with its chat template |",
              "| `recipe.yaml`, `run.json`, `summary.json`, `metrics.jsonl`, `validation/` | the resolved recipe, "

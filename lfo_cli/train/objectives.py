@@ -94,10 +94,11 @@ class WorldModelObjective:
                 raise LfoError(NO_WORLD)
             self.tools = ()
         else:
-            if wm.predict not in world.predict_tools:
-                raise ValueError(f"wm.predict={wm.predict} is not one of the {world.kind} world's: "
+            predict = wm.predict or next(iter(world.predict_tools))  # null: the world's default
+            if predict not in world.predict_tools:
+                raise ValueError(f"wm.predict={predict} is not one of the {world.kind} world's: "
                                  f"{', '.join(world.predict_tools)}")
-            self.tools = world.predict_tools[wm.predict]
+            self.tools = world.predict_tools[predict]
 
     def check_tools(self, available: Sequence[str]) -> None:
         """wm.targets=tool_responses: the trainer has tools, and ``wm.tools`` names only tools it has."""
@@ -190,7 +191,7 @@ class WorldModelObjective:
 
 
 class _ExampleObjective(WorldModelObjective):
-    """A world model with its own forward on formatted examples: (state, action) -> the rep's reply."""
+    """A world model with its own forward on formatted examples: (state, action) -> the world's reply."""
 
     has_adapter = True
     default_normaliser = ObsTokens

@@ -19,7 +19,8 @@ from lfo_cli.recipes import coerce, type_hints
 from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.wm_settings import WorldModelSettings
-from lfo_cli.worlds import WorldChoice, world_class
+from lfo_cli.worlds import DEFAULT_KIND, WorldChoice, world_class
+from lfo_cli.worlds.settings import extend, fit_section
 
 
 @dataclass
@@ -42,6 +43,9 @@ class ModelSection:
 
 @dataclass
 class DataSection:
+    """Which tasks RL trains on: lfo's keys; the world's own (:attr:`lfo_cli.worlds.World.train_data`) join them."""
+
+    world_settings: ClassVar[bool] = True  # a world adds keys here (lfo_cli.worlds.settings)
     dir: str = field(default="data", metadata={"help": "Directory written by `lfo gen-env`."})
     min_difficulty: int = field(default=1, metadata={"help": "Lowest task difficulty trained on."})
     max_difficulty: int = field(default=5, metadata={"help": "Highest task difficulty trained on."})
@@ -54,41 +58,13 @@ class DataSection:
     max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many training tasks."})
     fresh_tasks: int = field(
         default=0,
-        metadata={"help": "Train on this many newly drawn tasks of the training companies (seeded by the run "
+        metadata={"help": "Train on this many newly drawn training tasks (the world's generator, seeded by the run "
                   "seed, difficulties balanced, then filtered by min/max_difficulty) instead of the world's "
                   "train split, which the warm start imitated and partly memorised; 0 = the train split."},
     )
-    companies: int | list[str] | None = field(
-        default=None,
-        metadata={"help": "Restrict fresh training tasks and fresh validation tasks to some training companies: "
-                  "a list of company ids, or k = k of them drawn with the world's seed (the same k for every run "
-                  "on a world). Few companies make each company exception recur often enough for RL to learn it "
-                  "(docs/study.md); null = all training companies."},
-    )
-
-    fresh_companies: int = field(
-        default=0,
-        metadata={"help": "Also train on companies generated afresh for the run (this many, seeded by the run seed, "
-                  "none of the world's: neither its training nor its held-out companies), making "
-                  "data.fresh_company_share of the training tasks. Their routes and exceptions cannot be "
-                  "memorised across episodes, only read (a positive-control candidate that, in pilot G of docs/study.md, "
-                  "left held-out d2 where it was). 0 = off."},
-    )
-    fresh_company_share: float = field(
-        default=0.0,
-        metadata={"help": "The share of training tasks on data.fresh_companies' companies (same difficulty filter "
-                  "and mix as the rest), in [0, 1)."},
-    )
-
     def __post_init__(self):
         if self.fresh_tasks < 0:
             raise LfoError(f"data.fresh_tasks must be >= 0, got {self.fresh_tasks}")
-        if self.fresh_companies < 0:
-            raise LfoError(f"data.fresh_companies must be >= 0, got {self.fresh_companies}")
-        if not 0 <= self.fresh_company_share < 1:
-            raise LfoError(f"data.fresh_company_share must be in [0, 1), got {self.fresh_company_share}")
-        if bool(self.fresh_companies) != bool(self.fresh_company_share):
-            raise LfoError("data.fresh_companies and data.fresh_company_share go together: set both (> 0) or neither")
         if not 1 <= self.min_difficulty <= self.max_difficulty <= 5:
             raise LfoError(
                 f"data difficulties must satisfy 1 <= min_difficulty <= max_difficulty <= 5, "
@@ -98,10 +74,6 @@ class DataSection:
             raise LfoError(f"data.max_tasks must be >= 1, got {self.max_tasks}")
         if self.difficulty_weights is not None:
             self.difficulty_weights = _difficulty_weights(self.difficulty_weights, self.min_difficulty, self.max_difficulty)
-        if self.companies is not None and not self.fresh_tasks:
-            raise LfoError("data.companies needs data.fresh_tasks > 0 (the world's train split spans all companies)")
-        if isinstance(self.companies, int) and self.companies < 1:
-            raise LfoError(f"data.companies must be >= 1, got {self.companies}")
 
 
 def _difficulty_weights(raw: dict, lo: int, hi: int) -> dict[int, float]:
@@ -124,29 +96,22 @@ def _difficulty_weights(raw: dict, lo: int, hi: int) -> dict[int, float]:
 
 @dataclass
 class EnvSection(WorldChoice):
-    """The world, and its training reward options (validation always counts successes only)."""
+    """The world; the world's own reward options (:attr:`lfo_cli.worlds.World.rewards`) join it. Validation
+    always counts successes only."""
 
-    progress_shaping: float = field(
-        default=0.0, metadata={"help": "A failed episode earns this x (completed steps / total steps); 0 = binary reward."})
-    field_credit: float = field(
-        default=0.0, metadata={"help": "A failed episode earns this x (share of the current step's required auth fields "
-                                       "right in its best call) / total steps; 0 = off."})
-    probe_bonus: float = field(
-        default=0.0, metadata={"help": "A failed episode that probed before its form (a call with no identity field, "
-                                       "answered by naming what the department needs) earns this: the reading "
-                                       "study's positive control. 0 = off."})
+    world_settings: ClassVar[bool] = True
 
-    def __post_init__(self):
-        super().__post_init__()
-        try:
-            world_class(self.kind).check_env_options(self.options())
-        except ValueError as exc:
-            raise LfoError(str(exc)) from None
-
-    def options(self) -> dict[str, float]:
+    def options(self) -> dict[str, Any]:
         """The reward options the recipe sets (those off their defaults): what the world's environments take."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name != "kind" and getattr(self, f.name) != f.default}
+
+
+def world_sections(kind: str = DEFAULT_KIND) -> dict[str, type]:
+    """The ``data`` and ``env`` section classes of a training recipe on world ``kind``: lfo's fields, then the
+    world's (:mod:`lfo_cli.worlds.settings`)."""
+    world = world_class(kind)
+    return {"data": extend(DataSection, world.train_data), "env": extend(EnvSection, world.rewards)}
 
 
 @dataclass
@@ -169,7 +134,7 @@ class EvalSection:
 
     fresh_tasks: int = field(
         default=0,
-        metadata={"help": "Validate on this many newly drawn tasks of the training companies (new customers, like "
+        metadata={"help": "Validate on this many newly drawn tasks of the training distribution (new instances, like "
                   "the val split; drawn from the world's seed, so every run of a world sees the same ones; "
                   "difficulties balanced, then eval.difficulties and eval.num_tasks apply) instead of the val "
                   "split, whose 20 tasks per difficulty cap how small an effect a run can resolve; 0 = the val split."},
@@ -177,9 +142,8 @@ class EvalSection:
 
     heldout_tasks: int = field(
         default=0,
-        metadata={"help": "Also evaluate on this many freshly drawn tasks of the held-out companies (the transfer "
-                  "split's, never trained on: a control for habits that are not company-specific, and the transfer "
-                  "measure), at eval.heldout_difficulties, each eval.heldout_samples_per_task times; `heldout/...` metrics. "
+        metadata={"help": "Also evaluate on this many freshly drawn tasks of the world's held-out split (never trained "
+                  "on: a control for habits that hold beyond the training tasks, and the transfer measure), at eval.heldout_difficulties, each eval.heldout_samples_per_task times; `heldout/...` metrics. "
                   "0 = off."},
     )
     heldout_difficulties: list[int] = field(
@@ -232,7 +196,16 @@ class TrainConfig:
     # `lfo train --explain trainer.KEY` reads the field's type, default and help from TRL's own config
     explain_sections: ClassVar[dict[str, type]] = {"trainer": DualLoRAConfig}
 
+    @classmethod
+    def section_types(cls, data: dict) -> dict[str, type]:
+        """The sections a recipe's ``env.kind`` decides (recipe loading: :func:`lfo_cli.recipes.build_config`)."""
+        env = data.get("env")
+        return world_sections(env.get("kind", DEFAULT_KIND) if isinstance(env, dict) else DEFAULT_KIND)
+
     def __post_init__(self):
+        sections = world_sections(self.env.kind)
+        self.data = fit_section(self.data, sections["data"], "data")
+        self.env = fit_section(self.env, sections["env"], "env")
         known = {f.name for f in dataclasses.fields(DualLoRAConfig) if f.init}
         hints = type_hints(DualLoRAConfig)
         for key in list(self.trainer):
@@ -247,6 +220,8 @@ class TrainConfig:
         if self.seed < 0:
             raise LfoError(f"seed must be >= 0, got {self.seed}")
         world = world_class(self.env.kind)
+        if self.wm.predict is None:  # the world's default, recorded by its name
+            self.wm = dataclasses.replace(self.wm, predict=next(iter(world.predict_tools)))
         if self.wm.predict not in world.predict_tools:
             raise LfoError(f"wm.predict={self.wm.predict} is not one of the {world.kind} world's: "
                            f"{', '.join(world.predict_tools)}")

@@ -6,7 +6,7 @@ objective adds its own columns to that dict at rollout time (:meth:`WorldModelOb
 they travel with their rows through TRL's split, and reads them back per micro-batch as a
 :class:`RolloutRecord` in ``compute_loss``:
 
-* ``lfo_wm_examples``: per row, the world-model examples (text, target span) of that row's phone calls,
+* ``lfo_wm_examples``: per row, the world-model examples (text, target span) of that row's predicted calls,
   a prompt's examples all on its first row (:func:`gather_by_prompt`);
 * ``lfo_reply_mask``: (B, C) the reply tokens inside each rollout's completion (the tool replies TRL
   masks out of the policy loss with ``tool_mask``);
@@ -143,7 +143,7 @@ class StepWMMetrics:
     With gradient accumulation a micro-batch holds whole prompt groups or none (``gather_by_prompt``),
     so per-micro-batch means would be lumpy: a mean of means, and a probe norm of one part of the
     step's gradient. Sums over the step give the step's own values: the loss over its normaliser's
-    units (phone calls, or reply tokens), token accuracy over its target tokens, and the norm of the
+    units (predicted calls, or reply tokens), token accuracy over its target tokens, and the norm of the
     whole step's d(lambda * wm_loss)/d(policy) (the micro-batches' terms add up to the step's).
     """
 

@@ -70,9 +70,8 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     dataset = Dataset.from_list([dataset_row(t.task_id, system, difficulty=t.difficulty, row_seed=i)
                                  for i, t in enumerate(tasks)])
     val_tasks, heldout_tasks = evaluation_episodes(pools, cfg.eval)
-    # The world model's semantic accuracy (val/wm_semantic_acc) on the world's probe, for runs that train one
-    # (the customer-service world's: the prior's auth-failed calls to exception departments). It asks in the world's
-    # template, the format of wm.targets=world only.
+    # The world model's semantic accuracy (val/wm_semantic_acc) on the world's probe (World.semantic_probe), for
+    # runs that train one. It asks in the world's template, the format of wm.targets=world only.
     wm_probe = world.semantic_probe(pools.validation, seed=cfg.seed) if cfg.wm.coef > 0 and cfg.wm.targets == "world" \
         else None
     callbacks = [

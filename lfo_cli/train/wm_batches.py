@@ -222,7 +222,7 @@ def _length_groups(lengths: list[int], batch_tokens: int, forward_cost: int = FO
 
 def _plain_plan(rows: list[tuple[list[int], list[int]]], tokenizer, batch_tokens: int,
                 forward_cost: int) -> tuple[list[WMBatch], list[int]]:
-    """Length batches of tokenised rows; ``batch_tokens <= 0``: one batch; no rows (a batch without phone
+    """Length batches of tokenised rows; ``batch_tokens <= 0``: one batch; no rows (a batch without predicted
     calls): no batches."""
     if not rows:
         return [], []

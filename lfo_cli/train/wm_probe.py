@@ -2,9 +2,8 @@
 
 At each validation, the world model greedily predicts the replies to a fixed set of calls (the world's
 :class:`~lfo_cli.worlds.SemanticProbe`) and the world judges each prediction against the actual reply.
-For the customer-service world the calls are the industry prior's call to a company-exception department
-(difficulty 2): the rep answers with an auth_failure naming the exception's field, exactly what the
-policy has to learn, and a prediction is right when it has the reply's category and names the same fields.
+Each world chooses its calls (:meth:`lfo_cli.worlds.World.semantic_probe`): replies that carry what the
+policy has to learn, judged by meaning rather than by token (docs/environment.md names each world's).
 The probe is what the design's research question 4 (does world-model accuracy go with policy learning?)
 is measured with (`val/wm_semantic_acc`).
 """

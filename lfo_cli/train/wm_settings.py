@@ -60,11 +60,11 @@ class WorldModelSettings:
         default=0.5,
         metadata={"help": "lambda, the world-model loss weight. 0 gives plain DAPO, bit-for-bit TRL's loss."},
     )
-    predict: str = field(
-        default="phone",
-        metadata={"help": "wm.targets=world: which tool replies the world model predicts, by the world's names (`World.predict_tools`). "
-                  "customer_service: phone (make_phone_call only, the design), phone_form (and auth_info_form) "
-                  "or all (every tool)."},
+    predict: str | None = field(
+        default=None,
+        metadata={"help": "wm.targets=world: which tool replies the world model predicts, by one of the world's names "
+                  "for a set of its tools (`World.predict_tools`, listed per world in docs/environment.md); null = the "
+                  "world's default (its first name), which a recipe records as the name."},
     )
     targets: Literal["world", "tool_responses"] = field(
         default="world",
@@ -89,7 +89,7 @@ class WorldModelSettings:
         default="separate",
         metadata={"help": "separate: world-model forward with only its adapter (the design; no gradient reaches the "
                   "policy adapter). stacked: both adapters active in the world-model forward, so its gradient also "
-                  "trains the policy adapter. shared: one adapter; cross-entropy on the phone-reply tokens inside "
+                  "trains the policy adapter. shared: one adapter; cross-entropy on the predicted tools' reply tokens inside "
                   "the policy's own rollout forward. Or a coupling of your own: a WorldModelObjective subclass with "
                   "that name, defined before the run or registered under the `lfo.objectives` entry points."},
     )

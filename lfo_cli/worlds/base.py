@@ -78,9 +78,10 @@ class World(abc.ABC):
 
     kind: ClassVar[str]  # the recipe's `env.kind`
     tools: ClassVar[type]  # the TRL environment class: its public methods (besides reset, get_reward) are the tools
-    predict_tools: ClassVar[Mapping[str, tuple[str, ...]]]  # `wm.predict` value -> the tools whose replies it predicts
+    # `wm.predict` value -> the tools whose replies it predicts; the first is the default (a recipe's `wm.predict: null`)
+    predict_tools: ClassVar[Mapping[str, tuple[str, ...]]]
     reply_stop: ClassVar[str]  # the marker after a world-model target: a generated reply is cut after it
-    # The agent's system prompt (None: lfo's default, a support agent's one sentence); it is part of every
+    # The agent's system prompt (None: lfo's default, lfo_cli.models.prompts.SYSTEM_PROMPT); it is part of every
     # rollout, so keep it short.
     system_prompt: ClassVar[str | None] = None
     # Episode fields with a fixed set of values, counted per value in `eval/...` summaries (e.g. where the
@@ -115,10 +116,22 @@ class World(abc.ABC):
     def world_model_example(cls, transition: Any) -> Example:
         """One logged transition (an object or its JSON form) as world-model input + target text."""
 
-    @classmethod
-    @abc.abstractmethod
-    def check_env_options(cls, options: Mapping[str, Any]) -> None:
-        """Reject reward options this world does not have, or bad values (``ValueError`` naming the key)."""
+    # ---- per class: the world's own recipe settings (lfo_cli.worlds.settings) ----
+    # Dataclasses of the keys the world adds to recipe sections, each field with metadata help (None: none):
+    # a training recipe's `data` section (which tasks RL trains on), its `env` section (the options of the
+    # training reward: what `env_factory` gets as `options`), a warm start's `data` section (the teacher's own
+    # options; its `noise` field a lfo_cli.worlds.noise.TeacherNoise subclass when the teacher errs in more ways).
+    train_data: ClassVar[type | None] = None
+    rewards: ClassVar[type | None] = None
+    teacher_data: ClassVar[type | None] = None
+    # Keys the world's recorded recipes held before the world owned its settings, each (dotted) with the one value
+    # it could take then, by recipe kind: a recorded run that holds them reads as if it did not (lfo train --resume).
+    retired_keys: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    # Warm-start cache keys (lfo_cli.models.warmstart_cache): teacher options the world added after warm starts
+    # were cached, at the value that reproduces the old data (left out of the key at that value), and options its
+    # warm starts' keys held at a fixed value before the world owned its settings (kept in the key).
+    warmstart_key_neutral: ClassVar[Mapping[str, Any]] = {}
+    warmstart_key_fixed: ClassVar[Mapping[str, Any]] = {}
 
     # ---- tasks ----
     splits: ClassVar[tuple[str, ...]]  # the world's task splits
@@ -150,7 +163,8 @@ class World(abc.ABC):
     @abc.abstractmethod
     def env_factory(self, *, seed: int, max_turns: int, options: Mapping[str, Any]) -> Callable[[], Any]:
         """TRL's ``environment_factory``: a callable that builds one environment per rollout slot, each
-        with a ``transitions`` list; ``options`` the recipe's ``env`` section less its ``kind``."""
+        with a ``transitions`` list; ``options`` the reward options the recipe sets (its :attr:`rewards` fields
+        off their defaults)."""
 
     @abc.abstractmethod
     def episode(self, max_turns: int) -> EpisodeRunner:
@@ -219,8 +233,9 @@ class World(abc.ABC):
 
     @abc.abstractmethod
     def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
-                         rollouts_per_task: int = 1, probe_rate: float = 0.0, probe_noise: Any = None) -> list[dict]:
-        """The teacher's rollouts of ``tasks``, reproducible from ``seed``: per rollout a dict with
+                         rollouts_per_task: int = 1, settings: Any = None) -> list[dict]:
+        """The teacher's rollouts of ``tasks``, reproducible from ``seed`` (``settings``: the warm start's data
+        section, where the world reads its own :attr:`teacher_data` options; None: their defaults): per rollout a dict with
         ``task_id``, ``difficulty``, ``policy``, ``reward``, ``info`` (``slipped_steps``/``random_steps``: turns
         not to imitate), ``prompt`` (the task as the user turn) and ``transitions`` (dicts with ``action``
         {``tool``, ``args``} and ``observation``). ``lfo_cli.models`` renders them as conversations."""

@@ -110,10 +110,10 @@ def test_added_companies_are_checked_and_never_written(tmp_path):
                                          ({"fresh_companies": 3}, "go together"),
                                          ({"fresh_company_share": 0.3}, "go together")])
 def test_the_recipe_rejects_a_half_set_or_out_of_range_pair(kw, msg):
-    from lfo_cli.train.recipe_config import DataSection
+    from lfo_cli.train.recipe_config import world_sections
 
     with pytest.raises(LfoError, match=msg):
-        DataSection(**kw)
+        world_sections("customer_service")["data"](**kw)
 
 
 def test_rl_plays_the_added_companies_in_a_copy_and_evaluation_in_the_world_as_it_is():
@@ -124,14 +124,14 @@ def test_rl_plays_the_added_companies_in_a_copy_and_evaluation_in_the_world_as_i
     world = CustomerServiceWorld(_world())
     names = dict(world.data.name_index)
     pools = world.task_pools(_data(fresh_companies=8, fresh_company_share=0.5), _eval(), seed=2)
-    added = [t for t in pools.train if t.company_id in world.train_data.added_company_ids]
+    added = [t for t in pools.train if t.company_id in world.rl_data.added_company_ids]
     assert added and not world.data.added_company_ids and world.data.name_index == names
     assert all(t.company_id not in world.data.companies for t in added)
     plain = CustomerServiceWorld(_world())
     plain_pools = plain.task_pools(_data(), _eval(), seed=2)
     assert [t.to_dict() for t in pools.validation] == [t.to_dict() for t in plain_pools.validation]
     assert [t.to_dict() for t in pools.heldout] == [t.to_dict() for t in plain_pools.heldout]
-    assert plain.train_data is plain.data
+    assert plain.rl_data is plain.data
     env = world.env_factory(seed=0, max_turns=16, options={})()
     assert added[0].company_name in env.reset(task_id=added[0].task_id, row_seed=0)
     with pytest.raises(LfoError, match="unknown task id"):

@@ -20,6 +20,7 @@ from lfo_cli.env.trl_env import CustomerServiceEnv, make_env_factory
 from lfo_cli.env.world_files import load_world
 from lfo_cli.models import prompts
 from lfo_cli.models.trajectories import FINAL_REPLY, collect_trajectories
+from lfo_cli.models.warmstart_config import world_sections
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +156,8 @@ def test_collecting_with_progress_plays_the_same_rollouts_in_chunks(small_world_
     assert chunked == trajectories
     total = len(world.tasks["train"])
     assert len(calls) > 1 and calls[-1] == (total, total) and [d for d, _ in calls] == sorted({d for d, _ in calls})
-    kw = dict(policy="prior", noise=noise, seed=3, rollouts_per_task=2, probe_rate=0.4)
+    probing = world_sections("customer_service")["data"](noise=noise, probe_rate=0.4)  # a warm start's data section
+    kw = dict(policy="prior", noise=noise, seed=3, rollouts_per_task=2, settings=probing)
     mixed = [r["policy"] for r in collect_trajectories(CustomerServiceWorld(world), world.tasks["train"], **kw,
                                                          progress=lambda *_: None)]
     assert mixed == [r["policy"] for r in collect_trajectories(CustomerServiceWorld(world), world.tasks["train"], **kw)]

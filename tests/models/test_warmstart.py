@@ -18,13 +18,18 @@ from lfo_cli.models.agent_eval import stratified_tasks, summarize_eval
 from lfo_cli.models.warmstart import ensure_warmstart, run_warmstart
 from lfo_cli.models.warmstart_cache import warmstart_key
 from lfo_cli.models.warmstart_config import (
-    DataSection,
+    DataSection as LfoDataSection,
+)
+from lfo_cli.models.warmstart_config import (
     EvalSection,
     ModelSection,
     TrainSection,
     WarmStartConfig,
+    world_sections,
 )
 from lfo_cli.recipes import load_recipe
+
+DataSection = world_sections("customer_service")["data"]  # lfo's fields and the customer-service teacher's
 
 
 @pytest.mark.parametrize(
@@ -220,8 +225,12 @@ def test_the_teachers_noise_is_the_environments_noise_config_declared_once(tmp_p
     import dataclasses
     import typing
 
-    assert typing.get_type_hints(DataSection)["noise"] is NoiseConfig
+    from lfo_cli.worlds.noise import TeacherNoise
+
+    assert typing.get_type_hints(DataSection)["noise"] is NoiseConfig and issubclass(NoiseConfig, TeacherNoise)
     assert DataSection().noise == NoiseConfig(epsilon=0.1, field_dropout=0.1, field_extra=0.0, slip=0.0)
+    assert LfoDataSection().noise == TeacherNoise(epsilon=0.1)  # a world whose teacher has no noise of its own
+    assert WarmStartConfig(data=LfoDataSection(dir=tmp_path)).data == DataSection(dir=tmp_path)  # its defaults
     assert not {f.name for f in dataclasses.fields(NoiseConfig)} & {f.name for f in dataclasses.fields(DataSection)}
     assert all(f.metadata.get("help") for f in dataclasses.fields(NoiseConfig))
     explore = load_recipe("warmstart_micro_explore").config.data

@@ -120,7 +120,7 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
     tok = tiny_tokenizer()
     tiny_model(tok).save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
-    sets = {"env.kind": "textworld", "env.field_credit": "0", "wm.predict": "act", "wm.coef": "0.5",
+    sets = {"env.kind": "textworld", "wm.predict": "act", "wm.coef": "0.5",
             "model.name": str(tmp_path / "model"), "model.warmstart": "null", "data.dir": str(home / "data"),
             "lora.r": "4", "lora.alpha": "8", "eval.every": "2", "eval.num_tasks": "2", "eval.samples_per_task": "1",
             "eval.fresh_tasks": "0",
@@ -129,6 +129,7 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
             "trainer.num_generations": "2", "trainer.logging_steps": "1", "trainer.save_steps": "2"}
     cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(tmp_path / "run")]
     cmd += [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")]
+    cmd += ["--set", "~env.field_credit"]  # the base recipe's customer-service reward option
     done = lfo_here(cmd)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -157,8 +158,8 @@ def test_lfo_train_runs_on_the_textworld_world(home, tmp_path):
 
 
 def test_the_teacher_is_the_walkthrough_with_random_detours(home):
-    from lfo_cli.env.noise import NoiseConfig
     from lfo_cli.worlds import load_world
+    from lfo_cli.worlds.noise import TeacherNoise
 
     world = load_world("textworld", home / "data")
     played, tasks = world.sft_tasks(type("Data", (), {"fresh_tasks": 0, "fresh_companies": 0, "probe_rate": 0.0,
@@ -166,17 +167,21 @@ def test_the_teacher_is_the_walkthrough_with_random_detours(home):
     assert played is world and [t.task_id for t in tasks] == ["train-7", "train-8", "train-9"]
     gold = world.teacher_rollouts(tasks, policy="gold", seed=0)
     assert all(r["reward"] == 1.0 and r["info"]["random_steps"] == [] for r in gold)
-    noisy = world.teacher_rollouts(tasks, policy="gold", noise=NoiseConfig(epsilon=0.5), seed=0, rollouts_per_task=2)
+    noisy = world.teacher_rollouts(tasks, policy="gold", noise=TeacherNoise(epsilon=0.5), seed=0, rollouts_per_task=2)
     assert len(noisy) == 6 and any(r["info"]["random_steps"] for r in noisy)
-    assert noisy == world.teacher_rollouts(tasks, policy="gold", noise=NoiseConfig(epsilon=0.5), seed=0,
+    assert noisy == world.teacher_rollouts(tasks, policy="gold", noise=TeacherNoise(epsilon=0.5), seed=0,
                                            rollouts_per_task=2)  # reproducible from the seed
     assert noisy == [r for chunk in (tasks[:1], tasks[1:]) for r in  # played in chunks (the data phase's progress)
-                     world.teacher_rollouts(chunk, policy="gold", noise=NoiseConfig(epsilon=0.5), seed=0,
+                     world.teacher_rollouts(chunk, policy="gold", noise=TeacherNoise(epsilon=0.5), seed=0,
                                             rollouts_per_task=2)]
     first = gold[0]["transitions"][0]
     assert first["action"]["tool"] == "act" and first["observation"] and gold[0]["prompt"] == first["state"]
-    with pytest.raises(LfoError, match="data.noise.field_dropout"):
-        world.teacher_rollouts(tasks, policy="gold", noise=NoiseConfig(epsilon=0.1, field_dropout=0.1))
+    # Its teacher's one noise is epsilon: the customer-service teacher's form noise is not a key of its recipes.
+    from lfo_cli.recipes import load_recipe
+
+    with pytest.raises(LfoError, match="unknown key 'data.noise.field_dropout'"):
+        load_recipe("warmstart_textworld", ["data.noise.field_dropout=0.1"])
+    assert type(load_recipe("warmstart_textworld").config.data.noise) is TeacherNoise
 
 
 @pytest.mark.slow
@@ -201,10 +206,13 @@ def test_micros_textworld_tokenizer_and_a_warm_start_through_the_world(home, tmp
     tiny_model(tok).save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
     sets = {"env.kind": "textworld", "data.policy": "gold", "data.dir": str(home / "data"), "data.fresh_tasks": "0",
-            "data.noise.field_dropout": "0", "data.noise.epsilon": "0.2", "model.name": str(tmp_path / "model"),
+            "data.noise.epsilon": "0.2", "model.name": str(tmp_path / "model"),
             "model.full_finetune": "true", "train.max_steps": "2", "train.batch_size": "2", "train.max_length": "4096",
             "eval.num_tasks": "2", "eval.samples_per_task": "1", "eval.max_turns": "3", "eval.min_valid_rate": "null"}
     args = ["train", "--recipe", "warmstart_micro", "--out", str(tmp_path / "ws")]
+    kept = CliRunner().invoke(app, args + ["--dry-run"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
+    assert kept.exit_code == 2 and "unset: [data.noise.field_dropout]" in kept.output  # the base's form noise, named
+    args += ["--set", "~data.noise.field_dropout"]
     result = CliRunner().invoke(app, args + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (tmp_path / "ws" / "sft_trajectories.jsonl").read_text().splitlines()]

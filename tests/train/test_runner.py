@@ -287,7 +287,9 @@ def test_distributed_launch_does_not_build_a_missing_warm_start(setup, tmp_path)
 def test_fresh_training_tasks_replace_the_train_split(seed):
     from lfo_cli.env import generate_world
     from lfo_cli.env.task_pools import training_tasks
-    from lfo_cli.train.recipe_config import DataSection
+    from lfo_cli.train.recipe_config import world_sections
+
+    DataSection = world_sections("customer_service")["data"]
 
     world = generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5)
     assert training_tasks(world, DataSection(), seed) == world.tasks["train"]
@@ -427,7 +429,9 @@ def test_company_subset_restricts_training_and_validation_but_not_the_heldout_co
     from lfo_cli.env.task_pools import heldout_pool, training_tasks, validation_pool
     from lfo_cli.env.tasks import select_companies
     from lfo_cli.errors import LfoError
-    from lfo_cli.train.recipe_config import DataSection, EvalSection
+    from lfo_cli.train.recipe_config import EvalSection, world_sections
+
+    DataSection = world_sections("customer_service")["data"]
 
     world = generate_world(num_companies=14, num_train_tasks=20, num_val_tasks=10, heldout_fraction=0.3, seed=3)
     data = DataSection(fresh_tasks=100, companies=2, max_difficulty=2)
@@ -520,7 +524,9 @@ def test_console_lines_are_compact():
 def test_difficulty_weights_thin_the_pool_to_the_mix(seed, weights):
     from lfo_cli.env import generate_world
     from lfo_cli.env.task_pools import training_tasks
-    from lfo_cli.train.recipe_config import DataSection
+    from lfo_cli.train.recipe_config import world_sections
+
+    DataSection = world_sections("customer_service")["data"]
 
     data = DataSection(fresh_tasks=200, max_difficulty=2, difficulty_weights=weights)
     w = data.difficulty_weights
@@ -541,7 +547,9 @@ def test_difficulty_weights_thin_the_pool_to_the_mix(seed, weights):
 @pytest.mark.parametrize("weights", [{3: 1}, {1: -1}, {1: 0, 2: 0}, {"x": 1}, {1: "a"}])
 def test_bad_difficulty_weights_are_rejected(weights):
     from lfo_cli.errors import LfoError
-    from lfo_cli.train.recipe_config import DataSection
+    from lfo_cli.train.recipe_config import world_sections
+
+    DataSection = world_sections("customer_service")["data"]
 
     with pytest.raises(LfoError, match="difficulty_weights"):
         DataSection(fresh_tasks=10, max_difficulty=2, difficulty_weights=weights)

@@ -3,6 +3,7 @@ outside lfo (tests/worlds/toy_world.py) that trains through `lfo train` by its e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -55,13 +56,19 @@ def test_a_plugin_is_found_by_its_entry_point_and_must_be_a_world(monkeypatch):
         world_class("missing")
 
 
-def test_env_options_are_checked_by_the_recipes_world():
+def test_env_options_are_the_recipes_worlds_own():
     from lfo_cli.recipes import build_config
-    from lfo_cli.train.recipe_config import EnvSection, TrainConfig
+    from lfo_cli.train.recipe_config import EnvSection, TrainConfig, world_sections
 
-    assert EnvSection().options() == {} and EnvSection(field_credit=0.2).options() == {"field_credit": 0.2}
+    cs_env = world_sections("customer_service")["env"]
+    assert cs_env().options() == {} and cs_env(field_credit=0.2).options() == {"field_credit": 0.2}
+    assert build_config(TrainConfig, {"env": {"probe_bonus": 0.2}}).env.options() == {"probe_bonus": 0.2}
+    assert type(build_config(TrainConfig, {}).env) is cs_env  # a recipe without an env section: the default world's
     with pytest.raises(LfoError, match="env.field_credit"):
-        EnvSection(field_credit=1.5)
+        cs_env(field_credit=1.5)
+    with pytest.raises(LfoError, match=r"env.field_credit \+ probe_bonus must add up to less than 1"):
+        TrainConfig(env=cs_env(field_credit=0.6, probe_bonus=0.5))  # together a failure would earn a success's 1
+    assert not {f.name for f in dataclasses.fields(EnvSection)} - {"kind"}  # lfo's env section: the world alone
     with pytest.raises(LfoError, match="unknown world kind"):
         EnvSection(kind="bogus")
     with pytest.raises(LfoError, match="wm.predict=act is not one of the customer_service world's: phone, phone_form, all"):
@@ -80,8 +87,9 @@ def test_a_runs_warm_start_must_be_of_its_world():
 
 
 def test_the_customer_service_world_gives_the_runs_tasks_and_probe():
-    from lfo_cli.train.recipe_config import DataSection, EvalSection
+    from lfo_cli.train.recipe_config import EvalSection, world_sections
 
+    DataSection = world_sections("customer_service")["data"]
     world = CustomerServiceWorld(generate_world(num_companies=14, num_train_tasks=60, num_val_tasks=30,
                                                 heldout_fraction=0.3, seed=3))
     pools = world.task_pools(DataSection(fresh_tasks=40, companies=3),
@@ -112,7 +120,8 @@ def test_the_objective_reads_the_worlds_tools_and_example_format():
     [(text, (a, b))] = objective.examples(game)
     assert text == "<said>plum</said><reply>Wrong: it starts with a.</reply>" and text[a:b] == "Wrong: it starts with a.</reply>"
     with pytest.raises(ValueError, match="wm.predict=phone is not one of the say world's: say"):
-        Separate(WorldModelSettings(), tokenizer=None, total=torch.as_tensor, world=SayWorld)
+        Separate(WorldModelSettings(predict="phone"), tokenizer=None, total=torch.as_tensor, world=SayWorld)
+    assert Separate(WorldModelSettings(), tokenizer=None, total=torch.as_tensor, world=SayWorld).tools == ("say",)
 
 
 @pytest.mark.slow
@@ -130,13 +139,13 @@ def test_a_world_registered_by_entry_point_trains_validates_and_probes(tmp_path,
     tok = tiny_tokenizer()
     tiny_model(tok).save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
-    sets = {"env.kind": "say", "env.field_credit": "0", "wm.predict": "say", "wm.coef": "0.5", "model.name": str(tmp_path / "model"),
+    sets = {"env.kind": "say", "wm.predict": "say", "wm.coef": "0.5", "model.name": str(tmp_path / "model"),
             "model.warmstart": "null", "data.dir": str(tmp_path / "data"), "lora.r": "4", "lora.alpha": "8",
             "eval.every": "2", "eval.num_tasks": "2", "eval.heldout_tasks": "2", "trainer.max_steps": "2",
             "trainer.max_completion_length": "16", "trainer.per_device_train_batch_size": "4",
             "trainer.num_generations": "2", "trainer.logging_steps": "1", "trainer.save_steps": "2"}
     cmd = [sys.executable, "-m", "lfo_cli", "train", "--recipe", "dual_lora_micro", "--out", str(tmp_path / "run")]
-    cmd += [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")]
+    cmd += [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")] + ["--set", "~env.field_credit"]
     path = os.pathsep.join([str(tmp_path / "site"), str(HERE), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -161,7 +170,7 @@ def test_a_world_registered_by_entry_point_trains_validates_and_probes(tmp_path,
     bad = CliRunner().invoke(app, [str(tmp_path / "bad") if arg == str(run) else arg for arg in cmd[3:]]
                              + ["--set", "env.field_credit=0.1", "--dry-run"])
     last = bad.stderr.strip().splitlines()[-1]
-    assert bad.exit_code == 2 and last.startswith("error:") and "env.field_credit: the say world has no" in last
+    assert bad.exit_code == 2 and last.startswith("error:") and "unknown key 'env.field_credit'" in last
 
 
 @pytest.mark.slow
@@ -183,10 +192,10 @@ def test_a_plugin_worlds_warm_start_imitates_its_teacher(tmp_path, monkeypatch):
     from lfo_cli.cli import app
 
     sets = {"env.kind": "say", "data.policy": "gold", "data.dir": str(tmp_path / "data"), "data.fresh_tasks": "0",
-            "data.noise.field_dropout": "0", "model.name": str(tmp_path / "model"), "model.full_finetune": "true",
+"model.name": str(tmp_path / "model"), "model.full_finetune": "true",
             "train.max_steps": "2", "train.batch_size": "2", "train.max_length": "2048", "eval.num_tasks": "2",
             "eval.samples_per_task": "1", "eval.min_valid_rate": "null"}
-    args = ["train", "--recipe", "warmstart_micro", "--out", str(tmp_path / "ws")]
+    args = ["train", "--recipe", "warmstart_micro", "--out", str(tmp_path / "ws"), "--set", "~data.noise.field_dropout"]
     result = CliRunner().invoke(app, args + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (tmp_path / "ws" / "sft_trajectories.jsonl").read_text().splitlines()]

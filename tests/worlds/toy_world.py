@@ -125,11 +125,6 @@ class SayWorld(World):
         text = prompt + transition.observation + cls.reply_stop
         return text, (len(prompt), len(text))
 
-    @classmethod
-    def check_env_options(cls, options) -> None:
-        if options:
-            raise ValueError(f"env.{sorted(options)[0]}: the say world has no reward options")
-
     def tasks(self, split: str) -> list:
         tasks = list(self.by_id.values())
         return tasks[:-2] if split == "train" else tasks[-2:]
@@ -175,8 +170,7 @@ class SayWorld(World):
     def sft_tasks(self, data, seed: int):
         return self, self.tasks("train")
 
-    def teacher_rollouts(self, tasks, *, policy, noise=None, seed=0, rollouts_per_task=1, probe_rate=0.0,
-                         probe_noise=None) -> list[dict]:
+    def teacher_rollouts(self, tasks, *, policy, noise=None, seed=0, rollouts_per_task=1, settings=None) -> list[dict]:
         out = []
         for task in tasks:
             for _ in range(rollouts_per_task):
