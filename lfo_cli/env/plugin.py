@@ -154,15 +154,15 @@ class CustomerServiceWorld(World):
             out += [t for t in episode.transitions if t.action.get("tool") == PHONE]
         return out
 
-    def inspection_probes(self, companies: int, seed: int) -> list[tuple[Any, str, str]]:
-        """The design's probes on the first department of difficulty-1 tasks of ``companies`` companies of the
+    def inspection_probes(self, count: int, seed: int) -> list[tuple[Any, str, str]]:
+        """The design's probes on the first department of difficulty-1 tasks of ``count`` companies of the
         val and transfer splits: a call with no identity data (the rep must ask for authentication) and the
         oracle's call with exactly the required data (the rep must serve)."""
         out = []
         for split in ("val", "transfer"):
             seen: set = set()
             for i, task in enumerate(self.data.tasks[split]):
-                if task.difficulty != 1 or task.company_id in seen or len(seen) >= companies:
+                if task.difficulty != 1 or task.company_id in seen or len(seen) >= count:
                     continue
                 seen.add(task.company_id)
                 episode = Episode(self.data)

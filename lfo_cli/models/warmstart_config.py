@@ -5,6 +5,7 @@ Validated on construction: a bad value raises :class:`~lfo_cli.errors.LfoError` 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -60,11 +61,10 @@ class DataSection:
     world_settings: ClassVar[bool] = True  # a world adds keys here (lfo_cli.worlds.settings)
     dir: Path = field(default=Path("data"), metadata={"help": "World written by `lfo gen-env` (train tasks are "
                                                              "the SFT prompts, val tasks the evaluation)."})
-    policy: str = field(
-        default="prior",
-        metadata={"help": "Reference policy to imitate, one of the world's teachers (`World.teacher_policies`). "
-                  "customer_service: prior, probe or random (the oracle, which knows the hidden requirements, is "
-                  "deliberately not allowed: the warm start must leave room for RL); textworld: gold or random."},
+    policy: str | None = field(
+        default=None,
+        metadata={"help": "Reference policy to imitate, one of the world's teachers (`World.teacher_policies`, listed "
+                  "per world in docs/environment.md); null = the world's first, which the recipe records by name."},
     )
     rollouts_per_task: int = field(default=2, metadata={"help": "Noisy rollouts per train task."})
     max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many train tasks (None: all)."})
@@ -229,6 +229,11 @@ class WarmStartConfig:
                 setattr(self, name, cls(**getattr(self, name)))
         self.data = fit_section(self.data, world_sections(self.env.kind)["data"], "data")
         world = world_class(self.env.kind)
+        if not world.teacher_policies:
+            raise LfoError(f"the {world.kind} world has no teacher (World.teacher_policies): a warm start imitates one; "
+                           "train from a model of your own instead (model.warmstart: null)")
+        if self.data.policy is None:  # the world's default, recorded by its name
+            self.data = dataclasses.replace(self.data, policy=world.teacher_policies[0])
         if self.data.policy not in world.teacher_policies:
             raise LfoError(f"data.policy={self.data.policy} is not a teacher of the {world.kind} world: "
                            f"{', '.join(world.teacher_policies)}")

@@ -1,6 +1,7 @@
 """What lfo needs from a world: the :class:`World` interface.
 
-A world is a plugin. Its class (a subclass of :class:`World`) says what holds for every instance of it:
+A world is a plugin. Its class (a subclass of :class:`World`) says what holds for every instance of it, by role
+(:class:`Trainable`, the minimum; :class:`Teacher`, :class:`Inspectable`, :class:`Described`, each optional):
 the TRL environment class whose public methods are the agent's tools, how one logged transition becomes a
 world-model example, which tools' replies ``wm.predict`` names. An instance is one generated world (the
 files ``lfo gen-env`` wrote, or a game set): its task splits, the TRL ``environment_factory``, episodes
@@ -25,6 +26,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
+
+from lfo_cli.errors import LfoError
 
 Example = tuple[str, tuple[int, int]]  # a world-model example: input + target text, the target's character span
 
@@ -73,14 +76,17 @@ class SemanticProbe:
         return len(self.inputs)
 
 
-class World(abc.ABC):
-    """One world of one kind. Subclasses set the class attributes and implement the abstract methods."""
+class Trainable(abc.ABC):
+    """What `lfo train` and evaluation need of a world: its tools, tasks, episodes and world-model examples. The
+    minimum a world implements (the abstract methods and the class attributes without a default)."""
 
     kind: ClassVar[str]  # the recipe's `env.kind`
     tools: ClassVar[type]  # the TRL environment class: its public methods (besides reset, get_reward) are the tools
     # `wm.predict` value -> the tools whose replies it predicts; the first is the default (a recipe's `wm.predict: null`)
     predict_tools: ClassVar[Mapping[str, tuple[str, ...]]]
     reply_stop: ClassVar[str]  # the marker after a world-model target: a generated reply is cut after it
+    splits: ClassVar[tuple[str, ...]]  # the world's task splits
+    heldout_split: ClassVar[str]  # the split of the transfer test (`lfo transfer-eval --split transfer`)
     # The agent's system prompt (None: lfo's default, lfo_cli.models.prompts.SYSTEM_PROMPT); it is part of every
     # rollout, so keep it short.
     system_prompt: ClassVar[str | None] = None
@@ -92,6 +98,14 @@ class World(abc.ABC):
     # Those a run's validation files keep (None: all of episode_fields): enough to recompute the world's
     # `val/...` measures offline.
     validation_fields: ClassVar[tuple[str, ...] | None] = None
+    # The world's own recipe settings (lfo_cli.worlds.settings): dataclasses of the keys it adds to a training
+    # recipe's `data` section (which tasks RL trains on) and `env` section (the training reward's options: what
+    # `env_factory` gets as `options`), each field with metadata help; None: none.
+    train_data: ClassVar[type | None] = None
+    rewards: ClassVar[type | None] = None
+    # Keys the world's recorded recipes held before the world owned its settings, each (dotted) with the one value
+    # it could take then, by recipe kind: a recorded run that holds them reads as if it did not (lfo train --resume).
+    retired_keys: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
     # ---- the world's files ----
     @classmethod
@@ -110,46 +124,12 @@ class World(abc.ABC):
         """A hash of the world's files in ``data_dir`` (None: no world there): a run records it, and
         evaluations of the run refuse another world."""
 
-    # ---- per class: transitions and options ----
     @classmethod
     @abc.abstractmethod
     def world_model_example(cls, transition: Any) -> Example:
         """One logged transition (an object or its JSON form) as world-model input + target text."""
 
-    # ---- per class: the world's own recipe settings (lfo_cli.worlds.settings) ----
-    # Dataclasses of the keys the world adds to recipe sections, each field with metadata help (None: none):
-    # a training recipe's `data` section (which tasks RL trains on), its `env` section (the options of the
-    # training reward: what `env_factory` gets as `options`), a warm start's `data` section (the teacher's own
-    # options; its `noise` field a lfo_cli.worlds.noise.TeacherNoise subclass when the teacher errs in more ways).
-    train_data: ClassVar[type | None] = None
-    rewards: ClassVar[type | None] = None
-    teacher_data: ClassVar[type | None] = None
-    # Keys the world's recorded recipes held before the world owned its settings, each (dotted) with the one value
-    # it could take then, by recipe kind: a recorded run that holds them reads as if it did not (lfo train --resume).
-    retired_keys: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
-    # Warm-start cache keys (lfo_cli.models.warmstart_cache): teacher options the world added after warm starts
-    # were cached, at the value that reproduces the old data (left out of the key at that value), and options its
-    # warm starts' keys held at a fixed value before the world owned its settings (kept in the key).
-    warmstart_key_neutral: ClassVar[Mapping[str, Any]] = {}
-    warmstart_key_fixed: ClassVar[Mapping[str, Any]] = {}
-
     # ---- tasks ----
-    splits: ClassVar[tuple[str, ...]]  # the world's task splits
-    heldout_split: ClassVar[str]  # the split of the transfer test (`lfo transfer-eval --split transfer`)
-    # How `lfo report` names that split's tasks: "Transfer to <heldout_label>", "<Heldout_label> (<heldout_what>)
-    # as evaluated ...", then the note (a sentence on what solving them takes, or "").
-    heldout_label: ClassVar[str] = "held-out tasks"
-    heldout_what: ClassVar[str] = "tasks of the world's held-out split, never trained on"
-    heldout_note: ClassVar[str] = ""
-    # False where every task has one level (TextWorld's games): `lfo report` then shows no per-difficulty
-    # breakdown, which would only repeat the overall success.
-    difficulty_levels: ClassVar[bool] = True
-    # What `lfo report` suggests running next: the grid (recipes/grids/) that trains this world's conditions over
-    # several seeds, paired (None: no such grid), and what makes the world easier when the policy got no reward
-    # variance to learn from.
-    study_grid: ClassVar[str | None] = None
-    easier_regime: ClassVar[str] = "easier tasks or a longer warm start"
-
     @abc.abstractmethod
     def tasks(self, split: str) -> list:
         """The tasks of one of :attr:`splits`, in the world's order."""
@@ -171,35 +151,88 @@ class World(abc.ABC):
         """An episode runner for evaluation (success only: no reward shaping)."""
 
     # ---- measuring ----
-    @abc.abstractmethod
     def semantic_probe(self, tasks: Sequence[Any], seed: int) -> SemanticProbe | None:
-        """The world model's probe on the validation ``tasks`` (None: this world has none)."""
+        """The world model's probe on the validation ``tasks`` (`val/wm_semantic_acc`); None (the default): the
+        world has none."""
+        return None
 
     def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """The world's own measures over evaluated episodes (each an ``evaluate_agent`` episode record),
         as metric names without a prefix; empty by default."""
         return {}
 
-    # ---- inspecting a world model (`lfo inspect-wm`) ----
-    @abc.abstractmethod
+
+class Teacher:
+    """What a warm start (`kind: warmstart`) and the `micro` tokenizer need: a teacher whose rollouts a model
+    imitates, and the world's text. A world without one trains from a model given as is (`model.warmstart: null`)."""
+
+    teacher_policies: ClassVar[tuple[str, ...]] = ()  # the warm start's `data.policy` values (none: no teacher)
+    # The keys the world adds to a warm start's `data` section (its `noise` field a TeacherNoise subclass when the
+    # teacher errs in more ways than epsilon): lfo_cli.worlds.settings.
+    teacher_data: ClassVar[type | None] = None
+    # Warm-start cache keys (lfo_cli.models.warmstart_cache): teacher options the world added after warm starts
+    # were cached, at the value that reproduces the old data (left out of the key at that value), and options its
+    # warm starts' keys held at a fixed value before the world owned its settings (kept in the key).
+    warmstart_key_neutral: ClassVar[Mapping[str, Any]] = {}
+    warmstart_key_fixed: ClassVar[Mapping[str, Any]] = {}
+    # Strings the `micro` tokenizer holds as one token each, besides the tools' boilerplate (e.g. JSON keys with
+    # their value opener, so a value is copied by looking up its key).
+    tokenizer_tokens: ClassVar[tuple[str, ...]] = ()
+    # What the world's text depends on (its generator's version): part of the `micro` model's cache key.
+    corpus_version: ClassVar[Any] = None
+
+    @classmethod
+    def data_identity(cls, data_dir: str | Path) -> Any:
+        """What identifies the world's files in ``data_dir`` (JSON; None: none there): a warm start's cache key
+        holds it, so a warm start is rebuilt for another world and reused for the same one anywhere. Default:
+        the world's :meth:`~Trainable.fingerprint`."""
+        return cls.fingerprint(data_dir)  # type: ignore[attr-defined]  (World's)
+
+    def sft_tasks(self, data: Any, seed: int) -> tuple[World, list]:
+        """The world and tasks a warm start's teacher plays, from the warm-start recipe's ``data`` section
+        (:class:`lfo_cli.models.warmstart_config.DataSection`) and its seed."""
+        raise _missing(self, "teacher (World.sft_tasks, teacher_rollouts)", "train from a model of your own (model.warmstart: null)")
+
+    def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
+                         rollouts_per_task: int = 1, settings: Any = None) -> list[dict]:
+        """The teacher's rollouts of ``tasks``, reproducible from ``seed`` (``settings``: the warm start's data
+        section, where the world reads its own :attr:`teacher_data` options; None: their defaults): per rollout a
+        dict with ``task_id``, ``difficulty``, ``policy``, ``reward``, ``info`` (``slipped_steps``/``random_steps``:
+        turns not to imitate), ``prompt`` (the task as the user turn) and ``transitions`` (dicts with ``action``
+        {``tool``, ``args``} and ``observation``). ``lfo_cli.models`` renders them as conversations."""
+        raise _missing(self, "teacher (World.sft_tasks, teacher_rollouts)", "train from a model of your own (model.warmstart: null)")
+
+    @classmethod
+    def corpus(cls, spec: Any) -> Iterator[dict | str]:
+        """The text the `micro` tokenizer is trained on: rollout dicts (as :meth:`teacher_rollouts`'s, rendered
+        through the chat template with the tools) and plain strings (world-model examples, ...); ``spec`` is
+        the tokenizer's :class:`lfo_cli.models.micro.TokenizerSpec` (its corpus size)."""
+        raise _missing(cls, "corpus for the micro tokenizer (World.corpus)", "name a model of your own (model.name)")
+
+
+class Inspectable:
+    """What `lfo inspect-wm` needs to compare a world model's predictions with the world's replies. Each has a
+    default: a reply is the text before :attr:`~Trainable.reply_stop`, judged the same when equal up to spacing."""
+
     def inspection_calls(self, split: str, episodes: int, seed: int) -> list:
         """Logged calls to the predicted tools from ``episodes`` noisy teacher episodes on ``split``: what
         ``lfo inspect-wm`` compares the world model's predictions with (replies of every kind)."""
+        raise _missing(self, "calls to inspect (World.inspection_calls)", "lfo inspect-wm needs them")
 
-    def inspection_probes(self, companies: int, seed: int) -> list[tuple[Any, str, str]] | None:
-        """``lfo inspect-wm --probe``: the world's synthetic probes, each (a logged call, the reply category a
-        right prediction has, its split); None (the default): the world has none."""
+    def inspection_probes(self, count: int, seed: int) -> list[tuple[Any, str, str]] | None:
+        """``lfo inspect-wm --probe``: the world's synthetic probes (on ``count`` task sources per split), each (a
+        logged call, the reply category a right prediction has, its split); None (the default): the world has none."""
         return None
 
     @classmethod
-    @abc.abstractmethod
     def reply_text(cls, generated: str) -> str:
         """The reply inside a generated world-model target (its markers removed)."""
+        return generated.split(cls.reply_stop)[0]  # type: ignore[attr-defined]  (World's)
 
     @classmethod
-    @abc.abstractmethod
     def same_reply(cls, predicted: str, actual: str) -> bool:
         """Does a generated target mean the actual reply (the world's judge: `val/wm_semantic_acc`)?"""
+        return " ".join(cls.reply_text(predicted).split()) == " ".join(actual.split())
 
     @classmethod
     def reply_category(cls, reply: str) -> str | None:
@@ -212,37 +245,32 @@ class World(abc.ABC):
         observation = transition["observation"] if isinstance(transition, Mapping) else transition.observation
         return cls.reply_category(observation) or "all"
 
-    # ---- the warm start and the `micro` tokenizer (lfo_cli.models) ----
-    # Strings the `micro` tokenizer holds as one token each, besides the tools' boilerplate (e.g. the
-    # customer-service world's identity fields' JSON keys, so a value is copied by looking up its key).
-    tokenizer_tokens: ClassVar[tuple[str, ...]] = ()
-    # What the world's text depends on (its generator's version): part of the `micro` model's cache key.
-    corpus_version: ClassVar[Any] = None
-    teacher_policies: ClassVar[tuple[str, ...]] = ()  # the warm start's `data.policy` values
 
-    @classmethod
-    @abc.abstractmethod
-    def data_identity(cls, data_dir: str | Path) -> Any:
-        """What identifies the world's files in ``data_dir`` (JSON; None: none there): a warm start's cache key
-        holds it, so a warm start is rebuilt for another world and reused for the same one anywhere."""
+class Described:
+    """How `lfo report` words a world's results (each with a default)."""
 
-    @abc.abstractmethod
-    def sft_tasks(self, data: Any, seed: int) -> tuple[World, list]:
-        """The world and tasks a warm start's teacher plays, from the warm-start recipe's ``data`` section
-        (:class:`lfo_cli.models.warmstart_config.DataSection`) and its seed."""
+    # How `lfo report` names the held-out split's tasks: "Transfer to <heldout_label>", "<Heldout_label>
+    # (<heldout_what>) as evaluated ...", then the note (a sentence on what solving them takes, or "").
+    heldout_label: ClassVar[str] = "held-out tasks"
+    heldout_what: ClassVar[str] = "tasks of the world's held-out split, never trained on"
+    heldout_note: ClassVar[str] = ""
+    # False where every task has one level (TextWorld's games): `lfo report` then shows no per-difficulty
+    # breakdown, which would only repeat the overall success.
+    difficulty_levels: ClassVar[bool] = True
+    # What `lfo report` suggests running next: the grid (recipes/grids/) that trains this world's conditions over
+    # several seeds, paired (None: no such grid), and what makes the world easier when the policy got no reward
+    # variance to learn from.
+    study_grid: ClassVar[str | None] = None
+    easier_regime: ClassVar[str] = "easier tasks or a longer warm start"
 
-    @abc.abstractmethod
-    def teacher_rollouts(self, tasks: Sequence[Any], *, policy: str, noise: Any = None, seed: int = 0,
-                         rollouts_per_task: int = 1, settings: Any = None) -> list[dict]:
-        """The teacher's rollouts of ``tasks``, reproducible from ``seed`` (``settings``: the warm start's data
-        section, where the world reads its own :attr:`teacher_data` options; None: their defaults): per rollout a dict with
-        ``task_id``, ``difficulty``, ``policy``, ``reward``, ``info`` (``slipped_steps``/``random_steps``: turns
-        not to imitate), ``prompt`` (the task as the user turn) and ``transitions`` (dicts with ``action``
-        {``tool``, ``args``} and ``observation``). ``lfo_cli.models`` renders them as conversations."""
 
-    @classmethod
-    @abc.abstractmethod
-    def corpus(cls, spec: Any) -> Iterator[dict | str]:
-        """The text the `micro` tokenizer is trained on: rollout dicts (as :meth:`teacher_rollouts`'s, rendered
-        through the chat template with the tools) and plain strings (world-model examples, ...); ``spec`` is
-        the tokenizer's :class:`lfo_cli.models.micro.TokenizerSpec` (its corpus size)."""
+class World(Trainable, Teacher, Inspectable, Described):
+    """One world of one kind, by role: :class:`Trainable` (what `lfo train` needs: the abstract methods),
+    :class:`Teacher` (warm starts, the `micro` tokenizer), :class:`Inspectable` (`lfo inspect-wm`) and
+    :class:`Described` (`lfo report`'s wording). A world implements the first and whatever of the others it
+    offers; what it omits is one error naming the missing part when a command needs it."""
+
+
+def _missing(world: Any, what: str, instead: str) -> Exception:
+    kind = getattr(world, "kind", type(world).__name__)
+    return LfoError(f"the {kind} world has no {what}; {instead}")

@@ -230,7 +230,7 @@ def test_the_teachers_noise_is_the_environments_noise_config_declared_once(tmp_p
     assert typing.get_type_hints(DataSection)["noise"] is NoiseConfig and issubclass(NoiseConfig, TeacherNoise)
     assert DataSection().noise == NoiseConfig(epsilon=0.1, field_dropout=0.1, field_extra=0.0, slip=0.0)
     assert LfoDataSection().noise == TeacherNoise(epsilon=0.1)  # a world whose teacher has no noise of its own
-    assert WarmStartConfig(data=LfoDataSection(dir=tmp_path)).data == DataSection(dir=tmp_path)  # its defaults
+    assert WarmStartConfig(data=LfoDataSection(dir=tmp_path)).data == DataSection(dir=tmp_path, policy="prior")  # its defaults
     assert not {f.name for f in dataclasses.fields(NoiseConfig)} & {f.name for f in dataclasses.fields(DataSection)}
     assert all(f.metadata.get("help") for f in dataclasses.fields(NoiseConfig))
     explore = load_recipe("warmstart_micro_explore").config.data

@@ -178,9 +178,9 @@ def test_a_plugin_worlds_warm_start_imitates_its_teacher(tmp_path, monkeypatch):
     """`lfo train --recipe warmstart_micro --set env.kind=say`: the warm start plays the say world's teacher,
     trains on its conversations with its tool and system prompt, and evaluates on its validation tasks."""
     from tiny import tiny_model, tiny_tokenizer
-    from toy_world import SayWorld
+    from toy_world import TeachingSayWorld as SayWorld
 
-    monkeypatch.setattr(registry, "entry_points", _entry_points(("say", "toy_world:SayWorld")))
+    monkeypatch.setattr(registry, "entry_points", _entry_points(("say", "toy_world:TeachingSayWorld")))
     monkeypatch.setenv("LFO_HOME", str(tmp_path / "home"))
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "words.json").write_text(json.dumps(["apple", "pear", "plum", "fig", "kiwi", "lime"]))
@@ -210,12 +210,12 @@ def test_a_plugin_worlds_warm_start_imitates_its_teacher(tmp_path, monkeypatch):
 def test_a_plugin_that_does_not_implement_the_interface_is_one_error(monkeypatch):
     import toy_world
 
-    class Half(toy_world.SayWorld):  # an abstract method left out
-        corpus = World.corpus
+    class Half(toy_world.SayWorld):  # a method of training's role left out
+        episode = World.episode
 
     monkeypatch.setattr(toy_world, "Half", Half, raising=False)
     monkeypatch.setattr(registry, "entry_points", _entry_points(("half", "toy_world:Half")))
-    with pytest.raises(LfoError, match="does not implement corpus"):
+    with pytest.raises(LfoError, match="does not implement episode"):
         world_class("half")
     with pytest.raises(LfoError, match="env.kind must be a world's name"):
         world_class(["customer_service"])
@@ -245,3 +245,33 @@ def test_runs_recorded_before_env_kind_pool_with_new_customer_service_runs():
     other = Run(Path("tw"), "grpo", 0, {"wm.coef": 0, "data.dir": "data", "env.kind": "textworld"}, "complete", [], {})
     assert assign_conditions([old, new]) == {"grpo": []} and old.condition == new.condition == "baseline"
     assert assign_conditions([old, new, other])["grpo"] == ["env.kind"] and old.condition == new.condition != other.condition
+
+
+def test_a_world_implements_only_its_roles(tmp_path, monkeypatch):
+    """Training's role is the minimum (the abstract methods); a teacher, the micro tokenizer's corpus and inspect-wm's
+    calls are each one error naming what is missing when a command needs them, and the rest has defaults."""
+    from toy_world import FILE, SayWorld
+
+    from lfo_cli.models.warmstart_config import WarmStartConfig
+    from lfo_cli.recipes import build_config
+    from lfo_cli.worlds.base import Trainable, World
+
+    assert World.__abstractmethods__ == Trainable.__abstractmethods__ == {
+        "load", "seed", "fingerprint", "world_model_example", "tasks", "task_pools", "env_factory", "episode"}
+    world = SayWorld(["apple", "pear", "plum"])
+    with pytest.raises(LfoError, match=r"the say world has no teacher \(World.sft_tasks, teacher_rollouts\)"):
+        world.sft_tasks(None, 0)
+    with pytest.raises(LfoError, match="the say world has no corpus for the micro tokenizer"):
+        list(SayWorld.corpus(None))
+    with pytest.raises(LfoError, match="the say world has no calls to inspect"):
+        world.inspection_calls("val", 2, 0)
+    assert world.inspection_probes(2, 0) is None and SayWorld.reply_category("Correct.") is None
+    assert SayWorld.reply_text("Wrong: it starts with a.</reply>junk") == "Wrong: it starts with a."
+    assert SayWorld.same_reply("Wrong:  it starts\nwith a.</reply>", "Wrong: it starts with a.")
+    assert not SayWorld.same_reply("Correct.</reply>", "Wrong: it starts with a.")
+    (tmp_path / FILE).write_text(json.dumps(["apple", "pear"]))
+    assert SayWorld.data_identity(tmp_path) == SayWorld.fingerprint(tmp_path)  # a warm start's key holds it
+    monkeypatch.setattr(registry, "entry_points", _entry_points(("say", "toy_world:SayWorld")))
+    monkeypatch.syspath_prepend(str(HERE))
+    with pytest.raises(LfoError, match="the say world has no teacher .*model.warmstart: null"):
+        build_config(WarmStartConfig, {"env": {"kind": "say"}, "data": {"noise": {"epsilon": 0.1}}})

@@ -2,7 +2,10 @@
 
 Its files are one ``words.json``; its tasks are ``say-<word>``; the reply to a wrong word names the right
 one's first letter, so a world model has something to predict. Used by tests/worlds to show that training,
-validation and the world model's probe reach a world only through :class:`lfo_cli.worlds.World`.
+validation and the world model's probe reach a world only through :class:`lfo_cli.worlds.World`, and that a
+world implements only its roles: :class:`SayWorld` training's alone (:class:`lfo_cli.worlds.base.Trainable`),
+:class:`TeachingSayWorld` a teacher for warm starts too; neither a micro tokenizer corpus nor inspect-wm calls,
+and the report's default wording.
 """
 
 from __future__ import annotations
@@ -145,27 +148,15 @@ class SayWorld(World):
         return SemanticProbe(inputs=inputs, replies=replies, judge=lambda guess, actual: guess.startswith(actual),
                              stop=self.reply_stop)
 
-    # ---- inspect-wm ----
-    def inspection_calls(self, split: str, episodes: int, seed: int) -> list:
-        return [t for r in self.teacher_rollouts(self.tasks(split)[:episodes], policy="gold") for t in r["transitions"]]
+    def episode_metrics(self, episodes) -> dict[str, float]:
+        return {"said_anything": sum(e.get("calls", 0) > 0 for e in episodes) / len(episodes)} if episodes else {}
 
-    @classmethod
-    def reply_text(cls, generated: str) -> str:
-        return generated.split(cls.reply_stop)[0]
 
-    @classmethod
-    def same_reply(cls, predicted: str, actual: str) -> bool:
-        return cls.reply_text(predicted) == actual
+class TeachingSayWorld(SayWorld):
+    """The say world with a teacher (the Teacher role), for warm starts; its data_identity is the default, the
+    world's fingerprint."""
 
-    # ---- the warm start ----
     teacher_policies = ("gold",)
-    tokenizer_tokens = ("<said>", "</said>", "<reply>", "</reply>")
-    corpus_version = 1
-
-    @classmethod
-    def data_identity(cls, data_dir):
-        path = Path(data_dir) / FILE
-        return json.loads(path.read_text()) if path.is_file() else None
 
     def sft_tasks(self, data, seed: int):
         return self, self.tasks("train")
@@ -181,12 +172,3 @@ class SayWorld(World):
                             "info": {}, "prompt": prompt,
                             "transitions": [{"action": t.action, "observation": t.observation} for t in game.transitions]})
         return out
-
-    @classmethod
-    def corpus(cls, spec):
-        world = cls(["apple", "pear", "plum"])
-        yield from world.teacher_rollouts(world.tasks("train"), policy="gold")
-        yield "Wrong: it starts with a."
-
-    def episode_metrics(self, episodes) -> dict[str, float]:
-        return {"said_anything": sum(e.get("calls", 0) > 0 for e in episodes) / len(episodes)} if episodes else {}
