@@ -10,6 +10,7 @@ from typing import Any
 
 from lfo_cli import run_record as rr
 from lfo_cli.env import catalogue as cat
+from lfo_cli.env import generation
 from lfo_cli.env.episode import FIRST_CALL_OUTCOMES, Episode
 from lfo_cli.env.formatting import (
     CSR_CLOSE,
@@ -18,6 +19,7 @@ from lfo_cli.env.formatting import (
     world_model_example,
 )
 from lfo_cli.env.generate import generate_world
+from lfo_cli.env.generation import CustomerServiceGeneration
 from lfo_cli.env.noise import NoiseConfig
 from lfo_cli.env.replies import parse_reply
 from lfo_cli.env.rollout import run_episode
@@ -71,12 +73,21 @@ class CustomerServiceWorld(World):
     corpus_version = GENERATOR_VERSION
     teacher_policies = ("prior", "probe", "random")
     train_data = CustomerServiceTrainData
+    generation = CustomerServiceGeneration
     rewards = CustomerServiceRewards
     teacher_data = CustomerServiceTeacherData
     # teacher options added after warm starts were cached, at the value that gives the old data bit for bit
     # (named as the cache key flattens them: data.slip is data.noise.slip)
     warmstart_key_neutral = {"slip": 0.0, "field_extra": 0.0, "probe_rate": 0.0, "probe_noise_scale": 1.0,
                              "fresh_companies": 0}
+
+    @classmethod
+    def generate(cls, output_dir: Path, options: Any, *, seed: int, force: bool, progress: Any = None) -> dict:
+        return generation.generate(Path(output_dir), options, seed=seed, force=force, progress=progress)
+
+    @classmethod
+    def check(cls, data_dir: Path, options: Any, *, seed: int, progress: Any = None) -> dict:
+        return generation.check(Path(data_dir), options, seed=seed, progress=progress)
 
     @classmethod
     def data_identity(cls, data_dir: str | Path) -> Any:

@@ -27,9 +27,11 @@ from typing import Any
 
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, read_json
+from lfo_cli.textworld_env import generation
 from lfo_cli.textworld_env.environment import ACT, MAX_STEPS, TextWorldEnv, TextWorldFactory
 from lfo_cli.textworld_env.episodes import gold_policy, random_policy
 from lfo_cli.textworld_env.games import GameFile, GameSpec, check_seeds, generate_games
+from lfo_cli.textworld_env.generation import DEFAULT_DIR, TextWorldGeneration
 from lfo_cli.worlds.base import Example, SemanticProbe, TaskPools, World
 from lfo_cli.worlds.tasks import sub_seed
 
@@ -170,6 +172,31 @@ class TextWorldWorld(World):
                       "data.probe_rate": 0.0, "data.fresh_companies": 0, "data.probe_noise_scale": 1.0},
     }
     warmstart_key_fixed = {"field_dropout": 0.0}  # the one of them its warm starts' cache keys held
+    generation = TextWorldGeneration
+    default_dir = DEFAULT_DIR
+
+    @classmethod
+    def generate(cls, output_dir: Path, options: Any, *, seed: int, force: bool, progress: Any = None) -> dict:
+        """Make the world's games (train, val, held-out seeds in consecutive blocks from ``seed``) and write its file."""
+        counts = (options.games, options.val_games, options.heldout_games)
+        if counts[0] < 1 or min(counts) < 0:
+            raise LfoError(f"--games must be >= 1 and --val-games, --heldout-games >= 0, got {counts}")
+        spec_kw = options.spec()
+        heldout_split = spec_kw.pop("heldout_split")
+        spec = GameSpec(**spec_kw).check()
+        starts = [seed, seed + counts[0], seed + counts[0] + counts[1]]
+        seeds = {split: range(start, start + n) for split, start, n in zip(SPLITS, starts, counts, strict=True)}
+        update = progress("textworld games", sum(counts), "game") if progress else None
+        path = write_world(output_dir, spec, seeds, heldout_split=heldout_split, seed=seed, force=force, on_game=update)
+        out: dict = {"world": str(path), "spec": spec_kw, "heldout_split": heldout_split,
+                     "seeds": {split: [r.start, r.stop - 1] if len(r) else [] for split, r in seeds.items()}}
+        out["summary"] = [f"TextWorld world written to {path}: " + ", ".join(
+            f"{split} {len(r)} games" for split, r in seeds.items()) + f" ({spec.kind}; env.kind: textworld)"]
+        return out
+
+    @classmethod
+    def check(cls, data_dir: Path, options: Any, *, seed: int, progress: Any = None) -> dict:
+        return generation.check(data_dir, options, seed=seed, progress=progress)
 
     def __init__(self, content: dict, games: dict[str, GameFile]) -> None:
         self.content, self.games = content, games  # games: task id -> its game

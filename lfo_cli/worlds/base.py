@@ -1,7 +1,8 @@
 """What lfo needs from a world: the :class:`World` interface.
 
 A world is a plugin. Its class (a subclass of :class:`World`) says what holds for every instance of it, by role
-(:class:`Trainable`, the minimum; :class:`Teacher`, :class:`Inspectable`, :class:`Described`, each optional):
+(:class:`Trainable`, the minimum; :class:`Teacher`, :class:`Inspectable`, :class:`Described`, :class:`Generated`,
+each optional):
 the TRL environment class whose public methods are the agent's tools, how one logged transition becomes a
 world-model example, which tools' replies ``wm.predict`` names. An instance is one generated world (the
 files ``lfo gen-env`` wrote, or a game set): its task splits, the TRL ``environment_factory``, episodes
@@ -264,13 +265,38 @@ class Described:
     easier_regime: ClassVar[str] = "easier tasks or a longer warm start"
 
 
-class World(Trainable, Teacher, Inspectable, Described):
+class Generated:
+    """What `lfo gen-env` needs: the world's options and its generator (and, optionally, a check of a world). A
+    world whose files come from elsewhere omits it."""
+
+    # A dataclass of the world's `lfo gen-env` options: a field `num_tasks` is `--num-tasks` (its metadata help);
+    # a built-in world's is also named in lfo_cli.worlds.registry.BUILTIN, so listing it imports nothing heavy.
+    generation: ClassVar[type | None] = None
+    default_dir: ClassVar[str] = "data"  # where `lfo gen-env` writes without --output-dir
+
+    @classmethod
+    def generate(cls, output_dir: Path, options: Any, *, seed: int, force: bool,
+                 progress: Callable[..., Any] | None = None) -> dict:
+        """Write a world to ``output_dir`` (refusing to overwrite one unless ``force``): what was written, as JSON,
+        with ``summary`` lines for a person. ``progress(label, total, unit)`` returns a callable taking the units
+        done so far."""
+        raise _missing(cls, "generator (World.generate)", "write its files with its own tools")
+
+    @classmethod
+    def check(cls, data_dir: Path, options: Any, *, seed: int, progress: Callable[..., Any] | None = None) -> dict:
+        """``lfo gen-env --check``: reference policies on a world; ``checks`` ({name: passed}), optionally ``rows``
+        (per policy and difficulty: ``episodes``, ``success_rate`` and the world's measures) and ``summary``."""
+        raise _missing(cls, "check (World.check)", "")
+
+
+class World(Trainable, Teacher, Inspectable, Described, Generated):
     """One world of one kind, by role: :class:`Trainable` (what `lfo train` needs: the abstract methods),
-    :class:`Teacher` (warm starts, the `micro` tokenizer), :class:`Inspectable` (`lfo inspect-wm`) and
-    :class:`Described` (`lfo report`'s wording). A world implements the first and whatever of the others it
-    offers; what it omits is one error naming the missing part when a command needs it."""
+    :class:`Teacher` (warm starts, the `micro` tokenizer), :class:`Inspectable` (`lfo inspect-wm`),
+    :class:`Described` (`lfo report`'s wording) and :class:`Generated` (`lfo gen-env`). A world implements the
+    first and whatever of the others it offers; what it omits is one error naming the missing part when a command
+    needs it."""
 
 
 def _missing(world: Any, what: str, instead: str) -> Exception:
     kind = getattr(world, "kind", type(world).__name__)
-    return LfoError(f"the {kind} world has no {what}; {instead}")
+    return LfoError(f"the {kind} world has no {what}" + (f"; {instead}" if instead else ""))

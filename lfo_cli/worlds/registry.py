@@ -25,10 +25,12 @@ DEFAULT_KIND = "customer_service"
 REQUIRED = frozenset({"kind", "tools", "predict_tools", "reply_stop", "splits", "heldout_split"})
 GROUP = "lfo.worlds"
 
-# kind -> (module:class, the pip extra it needs or None)
-BUILTIN: dict[str, tuple[str, str | None]] = {
-    "customer_service": ("lfo_cli.env.plugin:CustomerServiceWorld", None),
-    "textworld": ("lfo_cli.textworld_env.world:TextWorldWorld", "textworld"),
+# kind -> (module:class, the pip extra it needs or None, its `lfo gen-env` options: module:class, light to import)
+BUILTIN: dict[str, tuple[str, str | None, str]] = {
+    "customer_service": ("lfo_cli.env.plugin:CustomerServiceWorld", None,
+                         "lfo_cli.env.generation:CustomerServiceGeneration"),
+    "textworld": ("lfo_cli.textworld_env.world:TextWorldWorld", "textworld",
+                  "lfo_cli.textworld_env.generation:TextWorldGeneration"),
 }
 
 
@@ -43,7 +45,7 @@ def world_class(kind: str) -> type[World]:
     if not isinstance(kind, str):
         raise LfoError(f"env.kind must be a world's name, got {kind!r}")
     if kind in BUILTIN:
-        target, extra = BUILTIN[kind]
+        target, extra, _ = BUILTIN[kind]
         module, _, name = target.partition(":")
         try:
             cls = getattr(importlib.import_module(module), name)
@@ -86,3 +88,13 @@ class WorldChoice:
 def load_world(kind: str, data_dir) -> World:
     """The world of ``kind`` that ``lfo gen-env`` wrote to ``data_dir``."""
     return world_class(kind).load(data_dir)
+
+
+def builtin_generation() -> dict[str, type]:
+    """The built-in worlds' `lfo gen-env` option classes by kind, without importing the worlds themselves (the
+    command line lists them in `lfo gen-env --help`)."""
+    out = {}
+    for kind, (_, _, target) in BUILTIN.items():
+        module, _, name = target.partition(":")
+        out[kind] = getattr(importlib.import_module(module), name)
+    return out

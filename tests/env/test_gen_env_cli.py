@@ -116,3 +116,32 @@ def test_check_table_output(data_dir):
     assert r.exit_code == 0, r.output
     for word in ("Success rate by difficulty", "oracle", "probe", "prior", "random", "PASS"):
         assert word in r.output
+
+
+def test_gen_env_asks_the_world_and_names_none():
+    """No per-world branch: the command imports no world's package and compares no value with a world's kind;
+    each built-in world's options come from its `World.generation` dataclass."""
+    import ast
+    from pathlib import Path
+
+    import lfo_cli.commands.gen_env as command
+    from lfo_cli.worlds.registry import BUILTIN
+
+    tree = ast.parse(Path(command.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m and m.startswith(("lfo_cli.env", "lfo_cli.textworld_env"))}, imported
+    compared = {c.value for n in ast.walk(tree) if isinstance(n, ast.Compare)
+                for c in ast.walk(n) if isinstance(c, ast.Constant)}
+    assert not compared & set(BUILTIN)
+
+
+def test_an_option_of_another_world_or_an_unknown_one_is_one_line(tmp_path):
+    r = _run("--games", 3, "--output-dir", tmp_path / "o")
+    assert r.exit_code == 2 and r.output.strip().count("\n") == 0 and not (tmp_path / "o").exists()
+    assert "--games is an option of the textworld world (--world textworld), not of customer_service" in r.output
+    r = _run("--set", "num_compnies=12", "--output-dir", tmp_path / "o")
+    assert r.exit_code == 2 and "the customer_service world has no option 'num_compnies' (did you mean " \
+                                 "'num_companies'?)" in r.output
+    r = _run(*SMALL[2:], "--set", "num_companies=12", "--output-dir", tmp_path / "s", "--json")  # a plugin's way
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["counts"]["companies"] == 12
