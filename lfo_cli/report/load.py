@@ -29,6 +29,7 @@ import yaml
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import iter_jsonl, read_json
+from lfo_cli.worlds import DEFAULT_KIND
 
 # keys that never define a condition (bookkeeping), per kind
 IGNORED = {
@@ -39,7 +40,7 @@ IGNORED = {
 }
 # Options added after runs were recorded, with the value those runs had: a run without the key counts as
 # having this value, so it pools with new runs of the same condition.
-LATER_DEFAULTS = {"env.kind": "customer_service", "wm.targets": "world", "wm.tools": None}
+LATER_DEFAULTS = {"env.kind": DEFAULT_KIND, "wm.targets": "world", "wm.tools": None}
 # world-model keys that mean nothing when wm.coef == 0 (blanked so baselines pool)
 WM_ONLY = ("wm.predict", "wm.coupling", "wm.normalize", "wm.learning_rate", "wm.max_length", "wm.max_examples",
            "wm.targets", "wm.tools")

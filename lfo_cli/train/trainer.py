@@ -13,7 +13,9 @@ the loss lives in small mixins the class composes, each listing the methods it o
   (``_get_per_token_logps_and_entropies``);
 * :class:`~lfo_cli.train.grad_diagnostics.GradientDiagnostics` — each adapter's gradient norm, the clip's
   coefficient and the RL/world-model split of the policy gradient (``_clip_grad_norm``);
-* :class:`~lfo_cli.train.intrinsic.SurpriseReward` — ``wm.intrinsic=surprise``'s reward bonus.
+* :class:`~lfo_cli.train.intrinsic.SurpriseReward` — ``wm.intrinsic=surprise``'s reward bonus;
+* :class:`~lfo_cli.train.wm_step_log.WorldModelStepLog` — each optimizer step's world-model metrics and gradient
+  norms, and the stop of a run whose batches hold no world-model target.
 
 TRL methods this class overrides. The private ones (marked) are internals that an upgrade can rename or change;
 ``tests/train`` exercises each against the pinned TRL 1.16:
@@ -40,7 +42,7 @@ TRL methods this class overrides. The private ones (marked) are internals that a
 The world model's training metrics (``losses/wm``, ``wm/token_acc``, ``wm/examples``, ``wm/target_tokens``,
 ``grad_norm/policy_from_wm``) describe the optimizer step, not a micro-batch: each micro-batch adds its sums to
 a :class:`~lfo_cli.train.rollout_record.StepWMMetrics`, logged once per step
-(:meth:`DualLoRAGRPOTrainer.on_optimizer_step`, from TRL's ``on_pre_optimizer_step``).
+(:meth:`~lfo_cli.train.wm_step_log.WorldModelStepLog.on_optimizer_step`, from TRL's ``on_pre_optimizer_step``).
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from lfo_cli import run_record as rr
@@ -60,6 +61,7 @@ from lfo_cli.train.length_groups import LengthGroupedForward
 from lfo_cli.train.objectives import WorldModelObjective
 from lfo_cli.train.rollout_record import EXAMPLES, REPLY_MASK, UNITS, Example, RolloutRecord, StepWMMetrics
 from lfo_cli.train.trainer_sampling import LfoSampling
+from lfo_cli.train.wm_step_log import OptimizerStepHook, WorldModelStepLog
 from lfo_cli.worlds import World
 
 # The rollout record's columns (lfo_cli.train.rollout_record), under the names the tests and callers know.
@@ -67,7 +69,7 @@ WM_COLUMN, WM_TOTAL = EXAMPLES, UNITS
 __all__ = ["REPLY_MASK", "WM_COLUMN", "WM_TOTAL", "DualLoRAGRPOTrainer", "Example"]
 
 
-class DualLoRAGRPOTrainer(GradientDiagnostics, SurpriseReward, LengthGroupedForward, LfoSampling,
+class DualLoRAGRPOTrainer(WorldModelStepLog, GradientDiagnostics, SurpriseReward, LengthGroupedForward, LfoSampling,
                           DualAdapterOptimizer, GRPOTrainer):
     """GRPOTrainer whose model is a PeftModel with `policy` (and, for objectives that have one,
     `world_model`) adapters; the world-model term is the run's :class:`WorldModelObjective`'s."""
@@ -100,7 +102,7 @@ class DualLoRAGRPOTrainer(GradientDiagnostics, SurpriseReward, LengthGroupedForw
         self._wm_step = StepWMMetrics()  # the current optimizer step's, logged by log_wm_step
         self._step_probe: list[torch.Tensor] | None = None  # the last logged step's probe
         activate(self.model, POLICY)
-        self.add_callback(_OptimizerStepMetrics(self))
+        self.add_callback(OptimizerStepHook(self))
 
     # ---- rollouts: the objective keeps what its loss reads (the rollout record) ---------------------
     def _generate(self, prompts):
@@ -197,56 +199,3 @@ class DualLoRAGRPOTrainer(GradientDiagnostics, SurpriseReward, LengthGroupedForw
     def _should_probe(self, step: int) -> bool:
         every = self.args.wm.grad_probe_every
         return every > 0 and step % every == 0
-
-    # ---- each optimizer step: the world model's metrics and the gradient norms ------------------------
-    def log_wm_step(self) -> None:
-        """Log the optimizer step's world-model metrics (summed over its micro-batches) and start the next
-        step's; a step without world-model work logs nothing. Called at every optimizer step
-        (:meth:`on_optimizer_step`), and at once without gradient accumulation."""
-        self._step_probe = self._wm_step.probe  # the RL/world-model split still reads it at the clip
-        self._wm_step.emit(self._metrics["train"])
-        self._wm_step = StepWMMetrics()
-
-    def _policy_probe(self) -> list[torch.Tensor] | None:
-        """This step's world-model part of the policy gradient (for :class:`GradientDiagnostics`' split)."""
-        return self._wm_step.probe if self._wm_step.probe is not None else self._step_probe
-
-    def on_optimizer_step(self) -> None:
-        """Before each optimizer step (all micro-batches have run): the step's world-model metrics, each
-        adapter's gradient norm before the global clip with the clip's coefficient, the design's imbalance
-        warnings and, on probed steps, the policy gradient's RL part and the world-model part's size against it
-        (``grad_norm/policy_from_rl``, ``grad_norm/wm_over_rl``); under DeepSpeed the world model's metrics only
-        (:mod:`lfo_cli.train.grad_diagnostics` says why)."""
-        self._count_targets()
-        if self.is_deepspeed_enabled:
-            self.log_wm_step()
-            return
-        norms = self.gradient_norms()
-        self.log_wm_step()
-        self._step_probe = None  # consumed: a later step without a probe must not read this one's
-        self.log_gradient_norms(norms, self._wm_enabled)
-
-    def _count_targets(self) -> None:
-        """A step whose batch (over all processes) held no world-model target token logs ``wm/target_tokens`` 0;
-        ``wm.stop_without_targets`` such steps in a row stop the run with one line naming the setting to change."""
-        targets, self._step_targets = self._step_targets, None
-        if targets is None:  # no world-model term this step (baseline, or the schedule skipped it)
-            return
-        if float(self._total(targets)) > 0:
-            self._steps_without_targets = 0
-            return
-        self._metrics["train"][rr.WM_TARGET_TOKENS].append(0.0)
-        self._steps_without_targets += 1
-        limit = self.args.wm.stop_without_targets
-        if limit and self._steps_without_targets >= limit:
-            raise LfoError(self.objective.no_targets(limit))
-
-
-class _OptimizerStepMetrics(TrainerCallback):
-    """TRL's hook before each optimizer step, handed to :meth:`DualLoRAGRPOTrainer.on_optimizer_step`."""
-
-    def __init__(self, trainer: DualLoRAGRPOTrainer):
-        self.trainer = trainer
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        self.trainer.on_optimizer_step()

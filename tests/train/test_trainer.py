@@ -134,7 +134,7 @@ def test_joint_step_changes_both_adapters(tokenizer, tmp_path):
 @pytest.mark.parametrize("deepspeed", [False, True])
 def test_per_adapter_grad_norms_only_where_the_gradients_are_readable(tokenizer, tmp_path, deepspeed):
     """Under DeepSpeed `.grad` is empty when callbacks run: no per-adapter norms rather than a false 0."""
-    from lfo_cli.train.trainer import _OptimizerStepMetrics
+    from lfo_cli.train.wm_step_log import OptimizerStepHook as _OptimizerStepMetrics
 
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5)
     trainer.model.train()
@@ -155,7 +155,7 @@ def test_adapter_grad_norms_are_taken_before_the_clip_with_its_coefficient(token
     """The logged per-adapter norms make up the pre-clip total that transformers' clip returns; the logged
     coefficient is the factor the clip scaled the gradients by (1 when under max_grad_norm)."""
     from lfo_cli.train.adapters import adapter_params, grad_norm
-    from lfo_cli.train.trainer import _OptimizerStepMetrics
+    from lfo_cli.train.wm_step_log import OptimizerStepHook as _OptimizerStepMetrics
 
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, max_grad_norm=max_norm)
     trainer.model.train()
@@ -718,8 +718,9 @@ def test_world_model_metrics_describe_the_step_not_a_micro_batch(tokenizer, tmp_
     they were a mean of two means here, counts of 1 and 3, and probe norms of the parts x 2.)"""
     from trl.trainer.utils import split_tensor_dict
 
-    from lfo_cli.train.trainer import WM_TOTAL, _OptimizerStepMetrics
+    from lfo_cli.train.trainer import WM_TOTAL
     from lfo_cli.train.wm_loss import world_model_forward
+    from lfo_cli.train.wm_step_log import OptimizerStepHook as _OptimizerStepMetrics
 
     examples = _examples_in_groups()[:4]
     trainer = make_trainer(tokenizer, tmp_path, wm_coef=0.5, wm_coupling=coupling, wm_grad_probe_every=1,
