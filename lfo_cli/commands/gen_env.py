@@ -19,7 +19,9 @@ import typer
 from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_bytes, atomic_write_json, atomic_write_text, run_metadata
-from lfo_cli.worlds import DEFAULT_KIND
+from lfo_cli.progress import ProgressLog
+from lfo_cli.recipes import apply_overrides, build_config, config_to_dict
+from lfo_cli.worlds import DEFAULT_KIND, world_class
 from lfo_cli.worlds.registry import builtin_generation
 
 CONTEXT: dict = {}
@@ -56,8 +58,6 @@ def _world_parameters() -> list[inspect.Parameter]:
 def _options(kind: str, given: dict[str, Any], sets: list[str]) -> Any:
     """The world's options dataclass from the options given on the command line and ``--set`` (one error for an
     option of another world, or a key the world does not have)."""
-    from lfo_cli.recipes import apply_overrides, build_config
-    from lfo_cli.worlds import world_class
 
     cls = world_class(kind).generation
     if cls is None:
@@ -76,8 +76,6 @@ def _options(kind: str, given: dict[str, Any], sets: list[str]) -> Any:
 
 
 def _progress(as_json: bool, opened: list):
-    from lfo_cli.progress import ProgressLog
-
     def make(label: str, total: int, unit: str = "step"):
         log = ProgressLog(label, total, unit=unit, stream=sys.stderr if as_json else None)
         opened.append(log)
@@ -114,7 +112,6 @@ def gen_env(
 
       lfo gen-env --world textworld --game-type cooking --go 6 --games 200 --val-games 50 --heldout-games 50 --output-dir data_tw/
     """
-    from lfo_cli.worlds import world_class
 
     cls = world_class(world)
     options = _options(world, world_options, list(set_ or []))
@@ -210,8 +207,6 @@ def _write_report(report_dir: Path, result: dict, data_dir: Path | None, seed: i
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
-
-    from lfo_cli.recipes import config_to_dict
 
     rows = result["rows"]
     per_difficulty = getattr(options, "episodes_per_difficulty", None)

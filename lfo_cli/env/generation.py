@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lfo_cli.env.check import run_check, select_tasks, summarize
+from lfo_cli.env.generate import generate_world
+from lfo_cli.env.policies import REFERENCE_POLICIES
+from lfo_cli.env.world_files import load_world, write_world
 from lfo_cli.errors import LfoError
+from lfo_cli.io import read_json
 
 
 @dataclass
@@ -38,9 +43,6 @@ FILES = ("companies.jsonl", "manifest.json")
 def generate(output_dir: Path, options: CustomerServiceGeneration, *, seed: int, force: bool,
              progress: Callable[..., Any] | None = None) -> dict:
     """Generate the world and write its files; the manifest, with ``summary`` lines for a person."""
-    from lfo_cli.env.generate import generate_world
-    from lfo_cli.env.world_files import write_world
-
     if options.num_transfer_tasks is not None and options.num_transfer_tasks < 0:
         raise LfoError(f"--num-transfer-tasks must be a non-negative integer, got {options.num_transfer_tasks}")
     existing = [n for n in FILES if (output_dir / n).exists()]
@@ -62,11 +64,6 @@ def check(data_dir: Path, options: CustomerServiceGeneration, *, seed: int,
           progress: Callable[..., Any] | None = None) -> dict:
     """The reference policies on the world in ``data_dir``: success and behaviour by policy and difficulty
     (``rows``), and the world's checks (the oracle always succeeds, random almost never, the prior between)."""
-    from lfo_cli.env.check import run_check, select_tasks, summarize
-    from lfo_cli.env.policies import REFERENCE_POLICIES
-    from lfo_cli.env.world_files import load_world
-    from lfo_cli.io import read_json
-
     per_difficulty = options.episodes_per_difficulty
     if per_difficulty < 1:
         raise LfoError(f"--episodes-per-difficulty must be >= 1, got {per_difficulty}")

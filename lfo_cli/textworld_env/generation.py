@@ -1,7 +1,7 @@
 """`lfo gen-env --world textworld`: its options, a world's games (generated, cached, listed in
 ``textworld_world.json``), or `--check` of games with the gold and random policies through lfo's episode runner.
 
-Imported by the command line to list its options, so the game libraries load only when games are made.
+Imported by the command line to list its options: TextWorld's own library loads only when games are made.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from lfo_cli.errors import LfoError
+from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
+from lfo_cli.textworld_env.games import KINDS, GameSpec, generate_games
 
 COOKING_DEFAULTS = {"go": 6, "recipe": 1, "take": 1, "split": "train", "heldout_split": "valid"}
 LEVEL_DEFAULT = 1
@@ -39,8 +41,6 @@ class TextWorldGeneration:
     def spec(self) -> dict:
         """The game spec's keywords (and ``heldout_split``) from the options given, defaults filled in. An option of
         another game type is refused rather than ignored: ``--go`` with coin collector, ``--level`` with cooking."""
-        from lfo_cli.textworld_env.games import KINDS
-
         given = {k: v for k, v in asdict(self).items()
                  if v is not None and k in ("heldout_split", "go", "recipe", "take", "split", "level")}
         cooking = self.game_type == "cooking"
@@ -55,8 +55,6 @@ class TextWorldGeneration:
 
 
 def _games(spec_kw: dict, seeds: range, progress: Callable[..., Any] | None) -> list:
-    from lfo_cli.textworld_env.games import GameSpec, generate_games
-
     spec = GameSpec(**spec_kw).check()
     update = progress("textworld games", len(seeds), "game") if progress else None
     return generate_games(spec, seeds, on_game=update)
@@ -65,8 +63,6 @@ def _games(spec_kw: dict, seeds: range, progress: Callable[..., Any] | None) -> 
 def check(data_dir: Path | None, options: TextWorldGeneration, *, seed: int,
           progress: Callable[..., Any] | None = None) -> dict:
     """``--games`` games from ``seed`` made (cached) and played by the gold and random policies."""
-    from lfo_cli.textworld_env.episodes import gold_policy, play_all, random_policy
-
     if options.games < 1:
         raise LfoError(f"--games must be >= 1, got {options.games}")
     spec_kw = options.spec()

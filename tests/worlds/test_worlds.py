@@ -35,7 +35,7 @@ def test_an_unknown_kind_names_the_known_ones():
 
 
 def test_a_missing_extra_names_the_install_command(monkeypatch):
-    monkeypatch.setitem(registry.BUILTIN, "needs_extra", ("lfo_no_such_package.world:W", "someextra"))
+    monkeypatch.setitem(registry.BUILTIN, "needs_extra", ("lfo_no_such_package.world:W", "someextra", ""))
     with pytest.raises(LfoError, match=r"pip install -e '\.\[someextra\]'"):
         world_class("needs_extra")
 
