@@ -91,7 +91,7 @@ def load_world(kind: str, data_dir) -> World:
 
 
 def builtin_generation() -> dict[str, type]:
-    """The built-in worlds' `lfo gen-env` option classes by kind, without importing the worlds themselves (the
+    """The built-in worlds' `lfo gen-env` option classes by kind, without importing their World classes or game libraries (the
     command line lists them in `lfo gen-env --help`)."""
     out = {}
     for kind, (_, _, target) in BUILTIN.items():
