@@ -204,6 +204,27 @@ def resolve_chain(name: str, recipe_dir: Path = RECIPE_DIR) -> tuple[dict, list[
     return merged, [str(p) for p in reversed(chain)]
 
 
+def _parent(mapping: dict, dotted: str) -> tuple[dict | None, str]:
+    """The mapping that holds a dotted key's last part (None: no such section), and that part."""
+    *path, last = dotted.split(".")
+    node: Any = mapping
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), last
+
+
+def drop_retired(mapping: dict, retired: dict[str, Any]) -> dict:
+    """``mapping`` (a recorded recipe) without the dotted keys of ``retired`` that hold their retired value:
+    keys a world's recipes once had at the one value they could take, before the world owned its settings
+    (:attr:`lfo_cli.worlds.World.retired_keys`)."""
+    out = copy.deepcopy(mapping)
+    for dotted, value in retired.items():
+        node, last = _parent(out, dotted)
+        if node is not None and last in node and node[last] == value:
+            del node[last]
+    return out
+
+
 def unset_keys(merged: dict, keys: Any, where: str) -> dict:
     """``merged`` (what a recipe's base chain set) without the dotted ``keys`` of the recipe's ``unset`` list: a
     delta over a base of another world leaves out the base's settings of that world (``unset: [env.field_credit]``),
@@ -212,11 +233,8 @@ def unset_keys(merged: dict, keys: Any, where: str) -> dict:
         raise LfoError(f"{where}: 'unset' must be a list of dotted keys (e.g. [env.field_credit]), got {keys!r}")
     out = copy.deepcopy(merged)  # its sections may be the parse cache's own dicts
     for dotted in keys:
-        *path, last = dotted.split(".")
-        node = out
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or last not in node:
+        node, last = _parent(out, dotted)
+        if node is None or last not in node:
             raise LfoError(f"{where}: unset: its base chain sets no '{dotted}'")
         del node[last]
     return out
@@ -416,34 +434,3 @@ def recipe_from_mapping(merged: dict, name: str, chain: list[str] | None = None)
         raise LfoError(f"recipe '{name}': {exc}") from None
     resolved = {"kind": kind, **config_to_dict(cfg)}
     return Recipe(name=name, kind=kind, config=cfg, resolved=resolved, chain=list(chain or []))
-
-
-def explain(kind: str, key: str, resolved: dict | None = None) -> dict:
-    """A config field of a recipe kind by its dotted key: its type, default and help text (its
-    ``metadata={"help": ...}``); a section (a nested dataclass) lists its fields. A config class documents a
-    free-form mapping section by another dataclass in its ``explain_sections`` (grpo's ``trainer``: TRL's
-    GRPOConfig through DualLoRAConfig). A world's own keys are those of the world ``resolved`` (a recipe's mapping)
-    names, else of the default world. An unknown key is one error naming the closest field."""
-    if kind not in KINDS:
-        raise LfoError(f"'kind' must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
-    cls, default, prefix, f = KINDS[kind].config_class(), None, "", None
-    for part in key.split("."):
-        if not dataclasses.is_dataclass(cls):
-            raise LfoError(f"{prefix} is a {_type_name(cls)}, not a section: '{key}' names nothing")
-        hints = {**type_hints(cls), **(cls.section_types(resolved or {}) if hasattr(cls, "section_types") else {})}
-        resolved = None  # the top level's alone chooses sections
-        fields = {x.name: x for x in dataclasses.fields(cls) if x.init}
-        if part not in fields:
-            raise LfoError(f"{kind} recipes have no key '{prefix + '.' if prefix else ''}{part}'"
-                           + _did_you_mean(cls, hints, part, prefix))
-        # a free-form section documented by another dataclass (grpo's `trainer`: TRL's GRPOConfig fields)
-        f, cls = fields[part], getattr(cls, "explain_sections", {}).get(part, hints[part])
-        prefix = f"{prefix}.{part}" if prefix else part
-    default = f.default if f.default is not dataclasses.MISSING else (
-        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-    out = {"kind": kind, "key": key, "type": _type_name(cls), "help": " ".join(str(f.metadata.get("help", "")).split())}
-    if dataclasses.is_dataclass(cls):
-        out["fields"] = [x.name for x in dataclasses.fields(cls) if x.init]
-    else:
-        out["default"] = config_to_dict(default)
-    return out

@@ -9,6 +9,7 @@ import pytest
 
 from lfo_cli import recipes
 from lfo_cli.errors import LfoError
+from lfo_cli.recipe_explain import explain
 from lfo_cli.recipes import load_recipe
 
 
@@ -232,16 +233,16 @@ def test_held_out_episodes_per_task_default_to_validations(sets, val, held):
 def test_explain_gives_a_keys_type_default_and_help_from_the_config_itself():
     from lfo_cli.train.wm_settings import WorldModelSettings
 
-    got = recipes.explain("grpo", "wm.coef")
+    got = explain("grpo", "wm.coef")
     assert got["type"] == "float" and got["default"] == WorldModelSettings().coef
     assert got["help"].startswith("lambda, the world-model loss weight")
-    assert recipes.explain("warmstart", "train.epochs")["type"] == "float"
-    section = recipes.explain("grpo", "wm")
+    assert explain("warmstart", "train.epochs")["type"] == "float"
+    section = explain("grpo", "wm")
     assert "coef" in section["fields"] and "default" not in section
     with pytest.raises(LfoError, match=r"grpo recipes have no key 'wm.coefs' \(did you mean 'coef'\?\)"):
-        recipes.explain("grpo", "wm.coefs")
+        explain("grpo", "wm.coefs")
     with pytest.raises(LfoError, match="wm.coef is a float, not a section"):
-        recipes.explain("grpo", "wm.coef.x")
+        explain("grpo", "wm.coef.x")
 
 
 def test_lfo_train_explain_prints_the_recipes_value_beside_the_default():

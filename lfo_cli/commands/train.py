@@ -13,6 +13,7 @@ from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.models import cache
 from lfo_cli.models.warmstart_cache import check_world, warmstart_status
+from lfo_cli.recipe_explain import explain
 
 CONTEXT: dict = {}
 
@@ -131,7 +132,7 @@ def _explain(key: str, recipe: str | None, overrides: list[str], json_out: bool)
     """`--explain KEY`: the field's type, default and help, for the recipe's kind (grpo without one)."""
     value = None
     rec = recipes.load_recipe(recipe, overrides) if recipe is not None else None
-    info = recipes.explain(rec.kind if rec else "grpo", key, rec.resolved if rec else None)
+    info = explain(rec.kind if rec else "grpo", key, rec.resolved if rec else None)
     if rec is not None:
         value = rec.resolved
         for part in key.split("."):

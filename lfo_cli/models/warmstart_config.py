@@ -14,7 +14,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.models.prompts import tool_methods
 from lfo_cli.worlds import DEFAULT_KIND, WorldChoice, kinds, world_class
 from lfo_cli.worlds.noise import TeacherNoise
-from lfo_cli.worlds.settings import extend, fit_section
+from lfo_cli.worlds.settings import extend, fit_section, recipe_kind
 
 
 @dataclass
@@ -217,8 +217,7 @@ class WarmStartConfig:
     @classmethod
     def section_types(cls, data: dict) -> dict[str, type]:
         """The sections a recipe's ``env.kind`` decides (recipe loading: :func:`lfo_cli.recipes.build_config`)."""
-        env = data.get("env")
-        return world_sections(env.get("kind", DEFAULT_KIND) if isinstance(env, dict) else DEFAULT_KIND)
+        return world_sections(recipe_kind(data))
 
     def __post_init__(self) -> None:
         if self.seed < 0:

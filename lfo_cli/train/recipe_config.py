@@ -20,7 +20,7 @@ from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.wm_settings import WorldModelSettings
 from lfo_cli.worlds import DEFAULT_KIND, WorldChoice, world_class
-from lfo_cli.worlds.settings import extend, fit_section
+from lfo_cli.worlds.settings import extend, fit_section, recipe_kind
 
 
 @dataclass
@@ -199,8 +199,7 @@ class TrainConfig:
     @classmethod
     def section_types(cls, data: dict) -> dict[str, type]:
         """The sections a recipe's ``env.kind`` decides (recipe loading: :func:`lfo_cli.recipes.build_config`)."""
-        env = data.get("env")
-        return world_sections(env.get("kind", DEFAULT_KIND) if isinstance(env, dict) else DEFAULT_KIND)
+        return world_sections(recipe_kind(data))
 
     def __post_init__(self):
         sections = world_sections(self.env.kind)

@@ -31,7 +31,6 @@ from lfo_cli.io import atomic_write_json, atomic_write_text, read_json, run_meta
 from lfo_cli.models.warmstart import ensure_warmstart
 from lfo_cli.models.warmstart_cache import check_world, warmstart_status
 from lfo_cli.worlds import DEFAULT_KIND, world_class
-from lfo_cli.worlds.settings import drop_retired
 
 
 class BuildFailed(LfoError):
@@ -83,7 +82,7 @@ class Run:
                            "--set trainer.max_steps=N")
         mapping = recipes.read_run_recipe(run_dir)
         world = world_class((mapping.get("env") or {}).get("kind", DEFAULT_KIND))
-        mapping = drop_retired(mapping, world.retired_keys.get(mapping.get("kind"), {}))  # recorded by an older lfo
+        mapping = recipes.drop_retired(mapping, world.retired_keys.get(mapping.get("kind"), {}))  # recorded by an older lfo
         meta = read_json(run_dir / rr.RUN_FILE) if (run_dir / rr.RUN_FILE).is_file() else {}
         rec = recipes.recipe_from_mapping(recipes.apply_overrides(mapping, list(overrides)),
                                           name=meta.get(rr.RUN_RECIPE, run_dir.name))

@@ -16,13 +16,13 @@ fields together with lfo's in ``__post_init__`` (it runs after lfo's checks; it 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import typing
 from typing import Any
 
 from lfo_cli.errors import LfoError
+from lfo_cli.worlds.registry import DEFAULT_KIND
 
 
 @functools.cache
@@ -47,24 +47,10 @@ def extend(base: type, extra: type | None) -> type:
                    "__doc__": f"{base.__name__} with the {extra.__name__} of its world."})
 
 
-def own_fields(section: Any, base: type) -> dict[str, Any]:
-    """The values of the fields a world added to lfo's ``base`` section (not those it redeclared)."""
-    ours = {f.name for f in dataclasses.fields(base)}
-    return {f.name: getattr(section, f.name) for f in dataclasses.fields(section) if f.name not in ours}
-
-
-def drop_retired(mapping: dict, retired: dict[str, Any]) -> dict:
-    """``mapping`` (a recorded recipe) without the dotted keys of ``retired`` that hold their retired value:
-    keys a world's recipes once had at the one value they could take, before the world owned its settings."""
-    out = copy.deepcopy(mapping)
-    for dotted, value in retired.items():
-        *path, last = dotted.split(".")
-        node = out
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and last in node and node[last] == value:
-            del node[last]
-    return out
+def recipe_kind(data: dict) -> str:
+    """The world a recipe mapping names (``env.kind``; the default world's when it names none)."""
+    env = data.get("env")
+    return env.get("kind", DEFAULT_KIND) if isinstance(env, dict) else DEFAULT_KIND
 
 
 def fit_section(section: Any, cls: type, where: str) -> Any:
