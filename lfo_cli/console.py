@@ -16,6 +16,7 @@ STEP_FIELDS = (("loss", "loss", ".4f"), ("mean_token_accuracy", "token acc", ".3
                (rr.WM_TOKEN_ACC, "wm acc", ".3f"), (rr.GRAD_POLICY, "|g| policy", ".3g"),
                ("step_time", "s/step", ".1f"))
 VAL_FIELDS = ((rr.VAL_SUCCESS, "success", ".3f"), (rr.VAL_SUCCESS_D1, "d1", ".3f"), (rr.VAL_SUCCESS_D2, "d2", ".3f"),
+              (rr.VAL_FIRST_CALL_RIGHT, "first call right", ".3f"),
               (rr.VAL_EXCEPTION_FIELD_OWN, "exception field (own dept)", ".3f"),
               (rr.VAL_WM_SEMANTIC_ACC, "wm names the fields", ".3f"),
               (rr.VAL_PROBE_RATE, "probes", ".3f"),

@@ -175,9 +175,12 @@ HELDOUT_PROBE_RATE = metric(HELDOUT, PROBE_RATE)
 
 
 # summary.json: the final evaluation vs step 0 (the warm start) on the same episodes, paired
-def vs_start_key(prefix: str, stat: str, difficulty: int | None = None) -> str:
-    """``vs_start_key(VAL, MEAN_DIFF)`` -> ``"val/vs_start/mean_diff"``; per difficulty ``"val/vs_start/d2/mean_diff"``."""
-    return f"{prefix}/vs_start/{stat}" if difficulty is None else f"{prefix}/vs_start/d{difficulty}/{stat}"
+def vs_start_key(prefix: str, stat: str, difficulty: int | None = None, skill: str | None = None) -> str:
+    """``vs_start_key(VAL, MEAN_DIFF)`` -> ``"val/vs_start/mean_diff"``; per difficulty ``"val/vs_start/d2/mean_diff"``;
+    a world's sub-skill (``World.paired_skills``) in place of success ``"val/vs_start/first_call_right/mean_diff"``
+    (its start and final rates under START_SUCCESS and FINAL_SUCCESS too)."""
+    parts = [prefix, "vs_start"] + ([skill] if skill else []) + ([f"d{difficulty}"] if difficulty is not None else [])
+    return "/".join([*parts, stat])
 
 
 START_SUCCESS = "start_success"  # the stats: these two, and lfo_cli.stats.paired_test's (final - start)

@@ -68,7 +68,7 @@ def test_quiet_console_hides_datasets_bars_unless_verbose(verbose):
 
 
 def test_lfo_train_ends_with_the_runs_gain_over_its_own_start_said_plainly():
-    from lfo_cli.commands.train import gain_line
+    from lfo_cli.report.gain import gain_line, gain_rows
 
     summary = {"steps": 30, "val/vs_start/start_success": 0.5, "val/vs_start/final_success": 0.6,
                "val/vs_start/mean_diff": 0.1, "val/vs_start/diff_low": 0.04, "val/vs_start/diff_high": 0.16,
@@ -80,3 +80,10 @@ def test_lfo_train_ends_with_the_runs_gain_over_its_own_start_said_plainly():
     summary.update({"val/vs_start/mean_diff": -0.1, "val/vs_start/diff_low": -0.16, "val/vs_start/diff_high": -0.04})
     assert gain_line(summary).endswith("worse than at step 0 by 10.0 points [95% CI -16.0, -4.0]")
     assert gain_line({"steps": 3}) is None  # no evaluation at step 0 and at the end: nothing to compare
+    skill = {f"val/vs_start/first_call_right/{k}": v for k, v in (("start_success", 0.1), ("final_success", 0.8),
+             ("mean_diff", 0.7), ("diff_low", 0.62), ("diff_high", 0.78), ("n", 200))}
+    rows = gain_rows({**summary, **skill}, {"first_call_right": "first call to the right department"})
+    assert [r["measure"] for r in rows] == ["success", "first_call_right"] and [r["side"] for r in rows] == [-1, 1]
+    assert rows[-1]["sentence"] == ("validation first call to the right department at step 30: 10.0% -> 80.0% over 200 "
+                                    "paired episodes: better than at step 0 by 70.0 points [95% CI +62.0, +78.0]")
+    assert gain_rows(summary, {"first_call_right": "x"})[-1]["measure"] == "success"  # a skill not compared: left out

@@ -118,6 +118,13 @@ SPECIAL = {
     "VAL": lambda w: any(k.startswith(f"{rr.VAL}/") for k in w.keys),
     "validation_file": lambda w: w.path is not None
     and (w.path / rr.VALIDATION_DIR / rr.validation_file(0, rr.HELDOUT)).is_file(),
+    # the parts of a run-against-its-start key (lfo_cli/report/gain.py): success's and a world's skill's
+    "vs_start_key": lambda w: rr.vs_start_key(rr.VAL, rr.MEAN_DIFF, skill=rr.FIRST_CALL_RIGHT) in w.keys,
+    "START_SUCCESS": lambda w: rr.vs_start_key(rr.VAL, rr.START_SUCCESS) in w.keys,
+    "FINAL_SUCCESS": lambda w: rr.vs_start_key(rr.VAL, rr.FINAL_SUCCESS) in w.keys,
+    "MEAN_DIFF": lambda w: rr.vs_start_key(rr.VAL, rr.MEAN_DIFF) in w.keys,
+    "SUCCESS": lambda w: rr.VAL_SUCCESS in w.keys,
+    "metric": lambda w: rr.metric(rr.VAL, rr.FIRST_CALL_RIGHT) in w.keys,  # a skill's curve: val/SKILL
 }
 # Read by the report, written by something other than a run.
 NOT_WRITTEN_BY_A_RUN = {

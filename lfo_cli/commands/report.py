@@ -45,3 +45,5 @@ def report(
         print_json({"out": str(out), **summary})
     else:
         typer.echo(f"wrote {out / 'index.md'} ({summary['runs']} runs, {len(summary['files'])} files)")
+        for gain in summary.get("gains", []):  # one run per condition: its gain over its own start, last
+            typer.echo(f"{gain['run']}: {gain['sentence']}")

@@ -14,6 +14,8 @@ from lfo_cli.errors import LfoError
 from lfo_cli.models import cache
 from lfo_cli.models.warmstart_cache import check_world, warmstart_status
 from lfo_cli.recipe_explain import explain
+from lfo_cli.report.gain import gain_rows
+from lfo_cli.worlds import world_class
 
 CONTEXT: dict = {}
 
@@ -99,6 +101,8 @@ def train(
                 typer.echo(yaml.safe_dump(run.recipe.resolved, sort_keys=False), nl=False)
                 _warmstart_note(run.recipe)
             return
+    if not run.resume:
+        _warmstart_note(run.recipe, shipped_only=True)
     try:
         summary = run.start()
     except BuildFailed as exc:
@@ -107,25 +111,10 @@ def train(
         print_json({"run_dir": str(run.run_dir), **summary})
     else:
         typer.echo(f"run dir: {run.run_dir}")
-        line = gain_line(summary)
-        if line:
-            typer.echo(line)
-
-
-def gain_line(summary: dict, prefix: str = rr.VAL) -> str | None:
-    """The run's last validation against its step 0 on the same episodes, in one line: "better than at step 0
-    by X [CI]" where the paired interval lies above 0, else said plainly; None without both evaluations."""
-    get = lambda stat: summary.get(rr.vs_start_key(prefix, stat))  # noqa: E731
-    diff, low, high, n = get(rr.MEAN_DIFF), get("diff_low"), get("diff_high"), get("n")
-    if diff is None or low is None or high is None or not n:
-        return None
-    pts = lambda x: f"{100 * x:+.1f}"  # noqa: E731
-    by = f"{100 * abs(diff):.1f} points [95% CI {pts(low)}, {pts(high)}]"
-    what = (f"better than at step 0 by {by}" if low > 0 else f"worse than at step 0 by {by}" if high < 0 else
-            f"no change from step 0 detected: {pts(diff)} points [95% CI {pts(low)}, {pts(high)}] holds 0")
-    label = {rr.VAL: "validation", rr.HELDOUT: "held-out"}.get(prefix, prefix)
-    return (f"{label} success at step {summary.get('steps')}: {100 * get(rr.START_SUCCESS):.1f}% -> "
-            f"{100 * get(rr.FINAL_SUCCESS):.1f}% over {int(n)} paired episodes: {what}")
+        env = getattr(run.recipe.config, "env", None)
+        skills = world_class(env.kind).paired_skills if env is not None else {}
+        for row in gain_rows(summary, skills):  # success, then the world's sub-skills: the last line is a skill's
+            typer.echo(row["sentence"])
 
 
 def _explain(key: str, recipe: str | None, overrides: list[str], json_out: bool) -> None:
@@ -148,15 +137,23 @@ def _explain(key: str, recipe: str | None, overrides: list[str], json_out: bool)
     typer.echo(head + (f"\n  {info['help']}" if info["help"] else ""))
 
 
-def _warmstart_note(rec) -> None:
-    """On stderr after a dry run: whether the run's warm start is built, or that the first run builds it."""
+def _warmstart_note(rec, shipped_only: bool = False) -> None:
+    """On stderr after a dry run: whether the run's warm start is built, or that the first run builds it or
+    installs the build lfo ships (``shipped_only``: that line alone, before a run)."""
     ws = (rec.resolved.get("model") or {}).get("warmstart") if rec.kind == "grpo" else None
     if not ws:
         return
     data_dir, overrides = (rec.resolved.get("data") or {}).get("dir"), rec.config.warmstart_overrides()
     st = warmstart_status(ws, data_dir=data_dir, overrides=overrides)
     check_world(ws, st, rec.config.env.kind)
-    if st["cached"]:
+    if st["shipped"] and not st["cached"] and st["state"] == "not built":
+        what = "installing" if shipped_only else "not cached: the first run installs"
+        typer.echo(f"warm start '{ws}': {what} the build lfo ships for it (SHA-256 verified) at {st['path']}; "
+                   f"`{cache.build_command(ws, data_dir=data_dir, overrides=overrides, force=True)}` trains it here "
+                   "instead", err=True)
+    elif shipped_only:
+        return
+    elif st["cached"]:
         took = f", built in {st['minutes']} min" if st["minutes"] is not None else ""
         typer.echo(f"warm start '{ws}': cached at {st['path']}{took}", err=True)
     elif st["state"] != "not built":

@@ -63,6 +63,7 @@ class CustomerServiceWorld(World):
                       "form_fields", "invalid_tool_calls", "first_call", "probe_calls", "form_holds_named",
                       "departments")
     validation_fields = ("form_fields", "first_call", "phone_calls", "probe_calls", "form_holds_named", "departments")
+    paired_skills = {rr.FIRST_CALL_RIGHT: "first call to the right department"}
 
     def __init__(self, data: WorldData) -> None:
         self.data = data
@@ -232,6 +233,11 @@ class CustomerServiceWorld(World):
             out.update(form_specificity(self.data, episodes))
         return out
 
+
+    @classmethod
+    def episode_skills(cls, episode: Mapping[str, Any]) -> dict[str, bool]:
+        """The department decision: did the first call reach the department the task needs."""
+        return {rr.FIRST_CALL_RIGHT: episode["first_call"] == "right_department"} if "first_call" in episode else {}
 
     # ---- the warm start and the micro tokenizer ----
     def sft_tasks(self, data: Any, seed: int) -> tuple[CustomerServiceWorld, list]:

@@ -32,7 +32,7 @@ from lfo_cli import run_record as rr
 from lfo_cli.console import use_lfo_progress
 from lfo_cli.errors import LfoError
 from lfo_cli.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_jsonl, run_metadata
-from lfo_cli.models import cache
+from lfo_cli.models import cache, shipped
 from lfo_cli.models import prompts as P
 from lfo_cli.models.agent_eval import evaluate_agent, stratified_tasks, summarize_eval
 from lfo_cli.models.induction import induction_rows
@@ -282,7 +282,8 @@ def ensure_warmstart(
     build: bool = True, force: bool = False,
 ) -> Path:
     """The warm-started base checkpoint for a recipe (``$LFO_HOME/warmstart/NAME-KEY/model``),
-    trained now if not cached (``build=False``: an error instead; ``force``: rebuilt even if cached).
+    trained now if not cached (``build=False``: an error instead; ``force``: rebuilt even if cached), or
+    installed from the build lfo ships for that key (:mod:`lfo_cli.models.shipped`; not with ``force``).
     ``data_dir`` points the warm start at the trainer's world. A cached entry that is not the recipe's
     model (budget-stopped, foreign) is refused with one line saying how to rebuild it."""
     name, cfg = resolve_config(recipe_name_or_cfg, overrides)
@@ -291,6 +292,8 @@ def ensure_warmstart(
     load_world_for(cfg)  # fail early with the gen-env hint
     path = warmstart_cache_path(cfg)
     recipe = recipe_name_or_cfg if isinstance(recipe_name_or_cfg, str) else None
+    if not force:
+        shipped.install(path)  # nothing when cached already or not shipped
     if cache.is_complete(path) and not force:
         check_entry(path, name, recipe, overrides)
         return path / "model"

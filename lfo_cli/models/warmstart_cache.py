@@ -15,7 +15,7 @@ from typing import Any
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
-from lfo_cli.models import cache, micro
+from lfo_cli.models import cache, micro, shipped
 from lfo_cli.models import prompts as P
 from lfo_cli.models.warmstart_config import WarmStartConfig
 from lfo_cli.recipes import config_to_dict, load_recipe
@@ -145,7 +145,8 @@ def register_in_cache(cfg: WarmStartConfig, out_dir: Path) -> Path | None:
 def warmstart_status(recipe_name: str, data_dir: str | Path | None = None,
                      overrides: list[str] | None = None) -> dict[str, Any]:
     """Is a warm start built, and what did its build take (for `lfo train --dry-run`): ``cached`` (a usable
-    entry), ``state`` (:func:`entry_state`), ``path``, ``minutes`` (the cached build's SFT + evaluation, when
+    entry), ``state`` (:func:`entry_state`), ``shipped`` (lfo ships this build: installed on first use,
+    :mod:`lfo_cli.models.shipped`), ``path``, ``minutes`` (the cached build's SFT + evaluation, when
     recorded), ``max_minutes`` (its SFT's time guard) and ``world`` (the kind of world it imitates in)."""
     name, cfg = resolve_config(recipe_name, overrides)
     if data_dir is not None:
@@ -154,6 +155,7 @@ def warmstart_status(recipe_name: str, data_dir: str | Path | None = None,
     state, info = entry_state(path)
     seconds = info.get("total_seconds")
     return {"recipe": name, "world": cfg.env.kind, "path": str(path), "cached": state == "complete", "state": state,
+            "shipped": shipped.shipped_entry(path.name) is not None,
             "minutes": round(seconds / 60, 1) if isinstance(seconds, (int, float)) else None,
             "max_minutes": cfg.train.max_minutes}
 

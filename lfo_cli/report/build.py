@@ -15,7 +15,7 @@ from pathlib import Path
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_json, read_json
-from lfo_cli.report import calibration, declared, study
+from lfo_cli.report import calibration, declared, gain_section, study
 from lfo_cli.report.document import Report
 from lfo_cli.report.format import Writer, clean
 from lfo_cli.report.index import write_index
@@ -56,6 +56,8 @@ def build_report(paths: list[Path], out: Path, corr_window: int | None = None) -
         "skipped": [{"run": s, "reason": why} for s, why in skipped],
     })
     if train:
+        if gain_section.applies(train):  # one run per condition: each against its own start, first
+            gain_section.gain_section(rep, train, pd, plt)
         training_sections(rep, train, varying.get("grpo", []), corr_window, pd, plt)
         if study.applies(train):
             study.study_section(rep, train, condition_order(train, "grpo", varying.get("grpo", [])), pd, plt)

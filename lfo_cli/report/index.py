@@ -93,6 +93,11 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
                      "for when)")
     elif total:
         shows.append("GRPO had reward variance, so the policy trained")
+    better = [g for g in rep.summary.get("gains", []) if g["side"] > 0]
+    if better:  # one run per condition: each against its own start
+        shows.append("against its own start on the same validation episodes, " + "; ".join(
+            f"`{g['run']}` got better at {g['label']} (+{100 * g['diff']:.1f} points, 95% CI "
+            f"[{100 * g['diff_low']:+.1f}, {100 * g['diff_high']:+.1f}])" for g in better))
     if max(len(v) for v in seeds.values()) < 2:
         shows.append("with one seed per condition, that the pipeline runs end to end, not whether a condition "
                      "is better")
@@ -147,6 +152,8 @@ def write_index(rep: Report, train: list[Run], wmil: list[Run], others: list[str
         head.append("- " + declared["positive_control"].replace("**", ""))
     for line in signal_lines(train):
         head.append(f"- {line}")
+    for gain in s.get("gains", []):  # one run per condition: each against its own start (figure: gain_curves.png)
+        head.append(f"- Gain over its own start, `{gain['run']}`: {gain['sentence']}.")
     for sentence in (s.get("study") or {}).get("sentences", []):
         head.append(f"- {'Training d2' if declared else 'Observation study (d2)'}: {sentence}")
     for h in s.get("headline", []):

@@ -118,7 +118,7 @@ class Run:
         check_world(ws, status, cfg.env.kind)
         # Not under `accelerate launch` with several processes or DeepSpeed: every rank would train it, and its
         # Trainer would inherit the plugin; ensure_warmstart(build=False) then says how to build it beforehand.
-        if args.world_size <= 1 and args.deepspeed_plugin is None and not status["cached"]:
+        if args.world_size <= 1 and args.deepspeed_plugin is None and not status["cached"] and not status["shipped"]:
             # In a process of its own: the warm start's Trainer would fix accelerate's process-wide state (its
             # mixed precision) before this run's Accelerator exists. Its stdout goes to this process's stderr
             # (file descriptor 2): `--json` keeps stdout to itself.

@@ -15,10 +15,12 @@ from lfo_cli.stats import paired_test
 from lfo_cli.worlds import World
 
 
-def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = rr.VAL) -> dict[str, float]:
+def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = rr.VAL,
+             world: type[World] | World | None = None) -> dict[str, float]:
     """Final validation vs step 0 (the warm start), paired per episode: `val/vs_start/...` (``prefix``
-    "heldout": the held-out evaluation's files). Empty when either evaluation is missing (eval.every = 0)
-    or they cover different episodes."""
+    "heldout": the held-out evaluation's files); with ``world``, also each of its ``paired_skills`` the files'
+    episodes tell (`val/vs_start/SKILL/...`). Empty when either evaluation is missing (eval.every = 0) or they
+    cover different episodes."""
     import math
 
     paths = [Path(run_dir) / rr.VALIDATION_DIR / rr.validation_file(s, prefix) for s in (0, step)]
@@ -29,19 +31,24 @@ def vs_start(run_dir: Path, step: int, seed: int = 0, prefix: str = rr.VAL) -> d
     if [t for t, _ in start] != [t for t, _ in final]:
         return {}
 
-    def compare(keep: list[int], difficulty: int | None = None) -> dict[str, float]:
-        a, b = [final[i][1] for i in keep], [start[i][1] for i in keep]
+    def compare(b: list, a: list, difficulty: int | None = None, skill: str | None = None) -> dict[str, float]:
         test = paired_test(a, b, seed=seed).as_dict()
         test.pop("ttest_p")  # 0/1 outcomes: the Wilcoxon (sign) test is the one to read
         row = {rr.START_SUCCESS: sum(b) / len(b), rr.FINAL_SUCCESS: sum(a) / len(a), **test}
-        return {rr.vs_start_key(prefix, k, difficulty): v for k, v in row.items()
+        return {rr.vs_start_key(prefix, k, difficulty, skill): v for k, v in row.items()
                 if not (isinstance(v, float) and math.isnan(v))}
 
-    out = compare(list(range(len(start))))
-    episodes = files[0].get(rr.VALIDATION_EPISODES) or []
-    if len(episodes) == len(start):  # per difficulty, where the files say which episode is which
-        for d in sorted({e["difficulty"] for e in episodes}):
-            out.update(compare([i for i, e in enumerate(episodes) if e["difficulty"] == d], d))
+    out = compare([o for _, o in start], [o for _, o in final])
+    episodes = [f.get(rr.VALIDATION_EPISODES) or [] for f in files]
+    if len(episodes[0]) == len(start):  # per difficulty, where the files say which episode is which
+        for d in sorted({e["difficulty"] for e in episodes[0]}):
+            keep = [i for i, e in enumerate(episodes[0]) if e["difficulty"] == d]
+            out.update(compare([start[i][1] for i in keep], [final[i][1] for i in keep], d))
+    if world is not None and all(len(e) == len(start) for e in episodes):  # the sub-skills both files tell
+        for skill in world.paired_skills:
+            shown = [[world.episode_skills(e).get(skill) for e in eps] for eps in episodes]
+            if all(v is not None for v in shown[0] + shown[1]):
+                out.update(compare([int(v) for v in shown[0]], [int(v) for v in shown[1]], skill=skill))
     return out
 
 

@@ -110,8 +110,8 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         "resumed_from": checkpoint,
         **{k: v for k, v in callbacks[1].last.items() if k != rr.EVAL_SECONDS},
         rr.RUN_SECONDS: rr.run_seconds(list(iter_jsonl(out_dir / rr.METRICS_FILE))),
-        **vs_start(out_dir, trainer.state.global_step, cfg.seed),
-        **vs_start(out_dir, trainer.state.global_step, cfg.seed, prefix=rr.HELDOUT),
+        **vs_start(out_dir, trainer.state.global_step, cfg.seed, world=world),
+        **vs_start(out_dir, trainer.state.global_step, cfg.seed, prefix=rr.HELDOUT, world=world),
         **trends(out_dir),
     }
     summary["figures"] = write_run_figures(out_dir)

@@ -99,6 +99,10 @@ class Trainable(abc.ABC):
     # Those a run's validation files keep (None: all of episode_fields): enough to recompute the world's
     # `val/...` measures offline.
     validation_fields: ClassVar[tuple[str, ...] | None] = None
+    # Sub-skills a run's last validation is compared on against its step 0, episode by episode like success
+    # (`val/vs_start/NAME/...`, :meth:`episode_skills`): name -> what it says, e.g. "first call to the right
+    # department". A skill GRPO moves within a few steps, where success needs many. Empty: success only.
+    paired_skills: ClassVar[Mapping[str, str]] = {}
     # The world's own recipe settings (lfo_cli.worlds.settings): dataclasses of the keys it adds to a training
     # recipe's `data` section (which tasks RL trains on) and `env` section (the training reward's options: what
     # `env_factory` gets as `options`), each field with metadata help; None: none.
@@ -160,6 +164,12 @@ class Trainable(abc.ABC):
     def episode_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """The world's own measures over evaluated episodes (each an ``evaluate_agent`` episode record),
         as metric names without a prefix; empty by default."""
+        return {}
+
+    @classmethod
+    def episode_skills(cls, episode: Mapping[str, Any]) -> dict[str, bool]:
+        """Which of :attr:`paired_skills` one evaluated episode (as its validation file keeps it) showed; a skill
+        the record cannot tell is left out (then no paired comparison of it is made)."""
         return {}
 
 

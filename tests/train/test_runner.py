@@ -577,3 +577,28 @@ def test_a_run_builds_its_trainer_config_once(setup, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert len(built) == 1 and used == built and built[0].wm.coef == 0.5
     assert json.loads((out / "summary.json").read_text())["steps"] == 1
+
+
+def test_vs_start_pairs_a_worlds_sub_skill_episode_by_episode(tmp_path):
+    import json as _json
+
+    from lfo_cli.env.plugin import CustomerServiceWorld
+    from lfo_cli.train.run_metrics import vs_start
+
+    ids = ["a", "b", "c", "d", "e"]
+    calls = {0: ["other_department", None, "right_department", "invalid_number", "other_department"],
+             30: ["right_department", "right_department", "other_department", "right_department", "other_department"]}
+    for step, firsts in calls.items():
+        eps = [{"task_id": t, "difficulty": 2, "first_call": f} for t, f in zip(ids, firsts, strict=True)]
+        (tmp_path / "validation").mkdir(exist_ok=True)
+        (tmp_path / "validation" / f"step_{step}.json").write_text(_json.dumps(
+            {"step": step, "outcomes": [[t, 0] for t in ids], "episodes": eps}))
+    row = vs_start(tmp_path, 30, world=CustomerServiceWorld)
+    key = "val/vs_start/first_call_right/"
+    assert row[key + "start_success"] == pytest.approx(0.2) and row[key + "final_success"] == pytest.approx(0.6)
+    assert row[key + "wins"] == 3 and row[key + "losses"] == 1 and row[key + "n"] == 5
+    assert row["val/vs_start/mean_diff"] == 0  # success unchanged: the skill is its own comparison
+    assert not any("first_call_right" in k for k in vs_start(tmp_path, 30))  # no world: success only
+    (tmp_path / "validation" / "step_30.json").write_text(_json.dumps(  # a file that does not tell the skill
+        {"step": 30, "outcomes": [[t, 0] for t in ids], "episodes": [{"task_id": t, "difficulty": 2} for t in ids]}))
+    assert not any("first_call_right" in k for k in vs_start(tmp_path, 30, world=CustomerServiceWorld))
