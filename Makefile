@@ -31,6 +31,9 @@ install: $(STAMP)
 # Its last line is the run's gain over its own start. Re-running replaces runs/demo. DEMO_SEED=N: the training at
 # another seed. Time and machine: README ("Quick start"); scripts/check_demo.py measures it.
 DEMO_SEED ?=
+# One torch thread for the training: beside any other CPU-bound process, two threads that meet after every small
+# matmul of token-by-token generation stall (a validation episode took 23 s instead of ~0.3 s); see README.
+DEMO_THREADS ?= 1
 demo: $(STAMP)
 	mkdir -p reports
 	$(BIN)/lfo gen-env --num-companies 100 --num-train-tasks 500 --num-val-tasks 100 \
@@ -38,7 +41,7 @@ demo: $(STAMP)
 	$(BIN)/lfo gen-env --check --data-dir $(DATA) --report-dir reports/env_check
 	rm -rf runs/demo
 	$(BIN)/lfo wmil train --task pattern_echo --steps 1500 --seed 0 --out runs/demo/wmil_pattern_echo
-	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/lfo train --recipe demo_micro --out runs/demo/dual_lora_micro \
+	OMP_NUM_THREADS=$(DEMO_THREADS) TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/lfo train --recipe demo_micro --out runs/demo/dual_lora_micro \
 		$(if $(DEMO_SEED),--seed $(DEMO_SEED))
 	$(BIN)/lfo report runs/demo --out reports
 
