@@ -23,6 +23,7 @@ import functools
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -43,6 +44,9 @@ class Kind:
     config: str
     runner: str
     description: str = ""
+    # Dotted keys added after runs were recorded, whose default then changed: the value a recorded recipe that
+    # predates the key ran with (resuming it must not switch to today's default; :func:`fill_added_later`).
+    added_later: Mapping[str, Any] = field(default_factory=dict)
 
     @staticmethod
     def _load(path: str) -> Any:
@@ -61,7 +65,8 @@ class Kind:
 # Every recipe kind, in one place: recipes with ``kind: NAME`` resolve into its config class and run with its runner.
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("grpo", "lfo_cli.train.recipe_config:TrainConfig", "lfo_cli.train.runner:run_training",
-         "GRPO with the world-model loss (lfo_cli/train)"),
+         "GRPO with the world-model loss (lfo_cli/train)",
+         added_later={"trainer.rollout_dropout": True}),  # before the option, rollouts were sampled with dropout
     Kind("warmstart", "lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart",
          "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)"),
 )}
@@ -222,6 +227,18 @@ def drop_retired(mapping: dict, retired: dict[str, Any]) -> dict:
         node, last = _parent(out, dotted)
         if node is not None and last in node and node[last] == value:
             del node[last]
+    return out
+
+
+def fill_added_later(mapping: dict) -> dict:
+    """``mapping`` (a recorded recipe) with each key its kind added later (:attr:`Kind.added_later`) that it lacks
+    set to the value its run had then, so a run recorded before a default changed resumes as it ran."""
+    out = copy.deepcopy(mapping)
+    kind = KINDS.get(str(out.get("kind")))
+    for dotted, value in (kind.added_later if kind else {}).items():
+        node, last = _parent(out, dotted)
+        if node is not None and last not in node:
+            node[last] = value
     return out
 
 

@@ -17,7 +17,8 @@ wall time reads on any machine: the demo's time scales roughly with it. It print
 - wall time, venv included (bound: 10 min; 20 min with `--loaded`, one CPU-bound process beside it the whole
   time: the recipe's steps, not a clock, end the run, so a loaded machine takes longer and trains the same model);
 - the machine reference in seconds (lower is faster);
-- lines printed, counting a progress bar that redraws itself with carriage returns as one line (bound: 120);
+- lines `make demo` prints once the venv exists, counting a progress bar that redraws itself with carriage returns
+  as one line (bound: 120);
 - training steps with reward variance (`frac_reward_zero_std` < 1: GRPO's only source of policy gradient; bound:
   most steps) and with a policy-adapter gradient (`grad_norm/policy` > 0);
 - the demo's final line: a gain over the run's own start whose 95% interval lies above 0.
@@ -136,14 +137,15 @@ def run_demo(venv: Path | None, log: Path, seed: int | None = None, loaded: bool
     hog = cpu_hog() if loaded and not external_load else None
     times = {}
     try:
-        with log.open("wb") as fh:
-            for target in ("install", "demo"):
-                start = time.monotonic()
-                cmd = ["make", target] + ([f"DEMO_SEED={seed}"] if seed is not None and target == "demo" else [])
+        for target in ("install", "demo"):  # the venv's output apart: pip's lines depend on the machine's pip config
+            path = log if target == "demo" else log.with_name(log.name + ".install")
+            start = time.monotonic()
+            cmd = ["make", target] + ([f"DEMO_SEED={seed}"] if seed is not None and target == "demo" else [])
+            with path.open("wb") as fh:
                 done = subprocess.run(cmd, cwd=clone, env=env, stdout=fh, stderr=subprocess.STDOUT)
-                times[target] = (time.monotonic() - start) / 60
-                if done.returncode != 0:
-                    raise SystemExit(f"error: make {target} failed (exit {done.returncode}); its output: {log}")
+            times[target] = (time.monotonic() - start) / 60
+            if done.returncode != 0:
+                raise SystemExit(f"error: make {target} failed (exit {done.returncode}); its output: {path}")
     finally:
         if hog is not None:
             hog.kill()
@@ -157,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="clone HEAD, build its venv and run `make demo`, then check it")
     r.add_argument("--venv", type=Path, default=None, help="reuse this venv (default: the clone builds its own)")
     r.add_argument("--seed", type=int, default=None, help="the demo's training seed (default: its recipe's)")
-    r.add_argument("--log", type=Path, default=Path("demo_check.log"), help="where make's output goes")
+    r.add_argument("--log", type=Path, default=Path("demo_check.log"),
+                   help="where make demo's output goes (make install's: LOG.install)")
     r.add_argument("--loaded", action="store_true", help="run one CPU-bound process beside the demo (bound: "
                    f"{MAX_MINUTES_LOADED:g} min)")
     r.add_argument("--external-load", action="store_true", help="with --loaded: one CPU-bound job is already "

@@ -303,3 +303,15 @@ def test_a_run_recorded_before_its_world_owned_its_settings_resumes(tmp_path):
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(old))
     with pytest.raises(LfoError, match="unknown key 'env.field_credit'"):
         Run.resumed(tmp_path)
+
+
+def test_a_recorded_recipe_from_before_a_key_resumes_with_the_value_its_run_had():
+    from lfo_cli.recipes import KINDS, fill_added_later
+
+    old = {"kind": "grpo", "trainer": {"max_steps": 90}}  # recorded before trainer.rollout_dropout existed
+    assert fill_added_later(old)["trainer"]["rollout_dropout"] is True  # it sampled with dropout
+    assert "rollout_dropout" not in old["trainer"]  # the recorded mapping itself is left as it is
+    new = {"kind": "grpo", "trainer": {"rollout_dropout": False}}
+    assert fill_added_later(new) == new  # a recipe that names the key keeps its value
+    assert fill_added_later({"kind": "warmstart", "train": {}}) == {"kind": "warmstart", "train": {}}
+    assert set(KINDS["grpo"].added_later) == {"trainer.rollout_dropout"}

@@ -83,6 +83,7 @@ class Run:
         mapping = recipes.read_run_recipe(run_dir)
         world = world_class((mapping.get("env") or {}).get("kind", DEFAULT_KIND))
         mapping = recipes.drop_retired(mapping, world.retired_keys.get(mapping.get("kind"), {}))  # recorded by an older lfo
+        mapping = recipes.fill_added_later(mapping)  # ... before a key whose default later changed
         meta = read_json(run_dir / rr.RUN_FILE) if (run_dir / rr.RUN_FILE).is_file() else {}
         rec = recipes.recipe_from_mapping(recipes.apply_overrides(mapping, list(overrides)),
                                           name=meta.get(rr.RUN_RECIPE, run_dir.name))
