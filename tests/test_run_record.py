@@ -184,9 +184,9 @@ def _train_cmd(root: Path, out: Path) -> list[str]:
 def written(tmp_path_factory) -> list[Written]:
     """The tiny training run first, then the writers of what it cannot write."""
     from golden_runs import run_case
-    from tiny import lfo_here, tiny_model, tiny_tokenizer
+    from tiny import lfo_here, tiny_world_and_model
 
-    from lfo_cli.env import generate_world, write_world
+    from lfo_cli.env import generate_world
     from lfo_cli.env.plugin import CustomerServiceWorld
     from lfo_cli.models.agent_eval import summarize_eval
     from lfo_cli.models.trajectories import collect_trajectories
@@ -194,12 +194,8 @@ def written(tmp_path_factory) -> list[Written]:
     from lfo_cli.wmil.config import WMILConfig
     from lfo_cli.wmil.trainer import train as wmil_train
 
-    root = tmp_path_factory.mktemp("run_record")
-    world = generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5)
-    write_world(world, root / "data")
-    tok = tiny_tokenizer()
-    tiny_model(tok).save_pretrained(root / "model")
-    tok.save_pretrained(root / "model")
+    root = tiny_world_and_model(tmp_path_factory.mktemp("run_record"))
+    world = generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5)  # its data/
     done = lfo_here(_train_cmd(root, root / "run"))
     assert done.returncode == 0, done.stderr[-3000:]
     out = [_run_dir("lfo train (tiny model)", root / "run")]

@@ -37,6 +37,18 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _kill_when(proc: subprocess.Popen, condition, timeout: float, what: str, settle: float = 0.0) -> None:
+    """SIGKILL ``proc`` once ``condition()`` holds (``settle`` seconds later), as a crash would."""
+    try:
+        _wait_for(condition, timeout, what)
+        time.sleep(settle)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_killed_build_leaves_nothing_loadable_and_is_swept(tmp_path, monkeypatch):
     """A real process is SIGKILLed after writing half a model; nothing appears at the final path."""
     target = tmp_path / "models" / "m"
@@ -55,13 +67,7 @@ def test_killed_build_leaves_nothing_loadable_and_is_swept(tmp_path, monkeypatch
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        _wait_for(lambda: (tmp_path / "ready").exists(), 60, "the builder to write files")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _kill_when(proc, lambda: (tmp_path / "ready").exists(), 60, "the builder to write files")
     assert not target.exists()
     leftovers = list(target.parent.glob(".m.*.tmp"))
     assert len(leftovers) == 1 and (leftovers[0] / "model.safetensors").exists()
@@ -200,14 +206,8 @@ def test_smollm2_conversion_is_atomic_under_kill_then_reloads_fast(tmp_path, mon
     final = tmp_path / "models" / "smollm2-135m"
     proc = subprocess.Popen([sys.executable, "-m", "lfo_cli", "models", "build", "smollm2-135m"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_for(lambda: list(final.parent.glob(".smollm2-135m.*.tmp")), 120, "the conversion to start")
-        time.sleep(3.0)  # mid-conversion: dequantising / writing
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _kill_when(proc, lambda: list(final.parent.glob(".smollm2-135m.*.tmp")), 120, "the conversion to start",
+               settle=3.0)  # mid-conversion: dequantising / writing
     assert not final.exists()
     listed = _list_here(tmp_path, "--json")
     assert {r["name"]: r["cached"] for r in json.loads(listed.stdout)["models"]}["smollm2-135m"] is False

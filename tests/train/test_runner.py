@@ -13,22 +13,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny import lfo_here, logged_values, tiny_model, tiny_tokenizer  # noqa: E402
+from tiny import lfo_here, logged_values, tiny_world_and_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from lfo_cli.env import generate_world, write_world
-
-    root = tmp_path_factory.mktemp("train_e2e")
-    world = generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5)
-    write_world(world, root / "data")
-    tok = tiny_tokenizer()
-    tiny_model(tok).save_pretrained(root / "model")
-    tok.save_pretrained(root / "model")
-    return root
+    return tiny_world_and_model(tmp_path_factory.mktemp("train_e2e"))
 
 
 def train_cmd(root: Path, out: Path, steps: int, *extra: str, **sets_: str) -> list[str]:

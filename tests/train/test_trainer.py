@@ -404,19 +404,11 @@ def _examples_in_groups():
 def test_shared_prefix_batches_give_the_same_loss_and_gradient_with_fewer_tokens(tokenizer, arch, budget):
     """Examples that start alike run their common start once (KV cache with its graph): same loss, same
     per-example losses, token accuracy and gradients as one padded batch, for both adapters at once."""
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from lfo_cli.train.wm_batches import SharedPrefixBatch, build_wm_batches
     from lfo_cli.train.wm_loss import can_share_prefix, world_model_forward
 
-    if arch == "llama":
-        torch.manual_seed(1)
-        base = LlamaForCausalLM(LlamaConfig(
-            vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-            pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True))
-    else:
-        base = tiny_model(tokenizer)
+    base = _tiny_base(arch, tokenizer)
     model = attach_dual_lora(base, LoraSettings(r=4, alpha=8, dropout=0.0))
     for name in (POLICY, WORLD_MODEL):
         for p in adapter_params(model, name):
@@ -524,20 +516,12 @@ def test_shared_prefix_needs_a_plain_unwrapped_full_attention_model(tokenizer):
 @pytest.mark.parametrize("arch", ["qwen3", "llama", "fallback", "wrapped"])
 def test_world_model_head_on_targets_only_matches_full_logits(tokenizer, arch, monkeypatch):
     """The world-model loss projects only target positions through the LM head: same loss, same grads."""
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from lfo_cli.train import wm_loss
     from lfo_cli.train.wm_batches import build_batch
     from lfo_cli.train.wm_loss import masked_lm_loss, world_model_forward
 
-    if arch == "llama":  # SmolLM2's architecture
-        torch.manual_seed(1)
-        base = LlamaForCausalLM(LlamaConfig(
-            vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-            pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True))
-    else:
-        base = tiny_model(tokenizer)
+    base = _tiny_base(arch, tokenizer)
     if arch == "fallback":  # a model whose logits are post-processed takes transformers' logits_to_keep
         monkeypatch.setattr(wm_loss, "_plain_head", lambda _base: False)
     model = attach_dual_lora(base, LoraSettings(r=4, alpha=8, dropout=0.0))
@@ -760,3 +744,16 @@ def test_world_model_metrics_describe_the_step_not_a_micro_batch(tokenizer, tmp_
         assert expected_probe > 0
     callback.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control)  # the next step: no work yet
     assert logged["wm/examples"] == [4.0]
+
+
+def _tiny_base(arch: str, tokenizer):
+    """A tiny Llama (SmolLM2's architecture) for ``arch`` "llama", else the tiny Qwen3 of tests/tiny.py."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if arch != "llama":
+        return tiny_model(tokenizer)
+    torch.manual_seed(1)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True))

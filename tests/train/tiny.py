@@ -93,3 +93,16 @@ def lfo_here(*args: str, env: dict | None = None) -> Done:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         return Done(1, result.stdout, result.stderr + "".join(traceback.format_exception(*result.exc_info)))
     return Done(result.exit_code, result.stdout, result.stderr)
+
+
+def tiny_world_and_model(root: Path) -> Path:
+    """``root`` holding a small world (``data/``: 12 companies, seed 5) and the tiny model with its tokenizer
+    (``model/``): what an end-to-end `lfo train` on the tiny model reads."""
+    from lfo_cli.env import generate_world, write_world
+
+    write_world(generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5),
+                root / "data")
+    tok = tiny_tokenizer()
+    tiny_model(tok).save_pretrained(root / "model")
+    tok.save_pretrained(root / "model")
+    return root
