@@ -265,8 +265,9 @@ def test_the_report_records_the_commit_each_run_trained_with(study_runs, tmp_pat
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("study_dir", "runs"),
-    [("observation_cpu", 20), ("reading_cpu/calibration", 13), ("reading_cpu", 48), ("textworld_cpu", 18)],
-    ids=["observation", "calibration", "reading", "textworld"],
+    [("observation_cpu", 20), ("reading_cpu/calibration", 13), ("reading_cpu", 48), ("textworld_cpu", 18),
+     ("rollout_dropout_reading", 16)],
+    ids=["observation", "calibration", "reading", "textworld", "rollout-dropout"],
 )
 def test_a_committed_study_regenerates_byte_for_byte(tmp_path, monkeypatch, study_dir, runs):
     """A committed study is rebuilt from its committed run files alone, file for file, as
