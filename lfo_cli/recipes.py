@@ -1,11 +1,7 @@
 """Recipes: small YAML deltas over a base (verl style), resolved into typed config dataclasses.
 
-A recipe file ``recipes/NAME.yaml`` looks like::
-
-    base: dual_lora_micro      # optional: another recipe this one is a delta over
-    kind: grpo                 # which config dataclass / runner the recipe is for
-    wm:
-      coef: 1.0
+A recipe file ``recipes/NAME.yaml``: ``base: dual_lora_micro`` (optional: the recipe it is a delta over),
+``kind: grpo`` (which config dataclass and runner it is for), then sections (``wm: {coef: 1.0}``).
 
 Resolution: follow the ``base`` chain to its root, deep-merge each delta over it (mappings merge,
 everything else replaces), apply ``--set a.b=value`` overrides (values parsed as YAML scalars), then
