@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job: the world and its reference-policy check, a WMIL run, 20 GRPO steps of the dual-LoRA trainer on
+# The main job: the world and its reference-policy check, a WMIL run, 12 GRPO steps of the dual-LoRA trainer on
 # the demo's warm start (shipped with lfo and installed into $$LFO_HOME on first use: no SFT here), and the report.
 # Its last line is the run's gain over its own start. Re-running replaces runs/demo. DEMO_SEED=N: the training at
 # another seed. Time and machine: README ("Quick start"); scripts/check_demo.py measures it.

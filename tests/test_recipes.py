@@ -252,7 +252,7 @@ def test_lfo_train_explain_prints_the_recipes_value_beside_the_default():
 
     out = CliRunner().invoke(app, ["train", "--explain", "trainer.max_steps", "--recipe", "demo_micro"])
     assert out.exit_code == 0, out.output
-    assert out.output.startswith("trainer.max_steps (grpo): int = ") and "; in demo_micro: 20\n" in out.output
+    assert out.output.startswith("trainer.max_steps (grpo): int = ") and "; in demo_micro: 12\n" in out.output
     bad = CliRunner().invoke(app, ["train", "--explain", "trainer.max_stepz"])
     assert bad.exit_code == 2 and bad.output.strip().splitlines()[-1].startswith("error: grpo recipes have no key")
 
