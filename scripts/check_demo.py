@@ -54,20 +54,23 @@ REFERENCE_CODE = """
 import time, torch
 torch.set_num_threads(1)
 torch.manual_seed(0)
-x, w1, w2 = torch.randn(32, 256), torch.randn(256, 1024) / 16, torch.randn(1024, 256) / 32
-t = time.perf_counter()
-with torch.no_grad():
-    for _ in range(2000):
-        x = torch.tanh(torch.relu(x @ w1) @ w2)
-s = 0
-for i in range(3_000_000):
-    s += i % 7
-print(round(time.perf_counter() - t, 2))
+x0, w1, w2 = torch.randn(32, 256), torch.randn(256, 1024) / 16, torch.randn(1024, 256) / 32
+best = float("inf")
+for _ in range(3):  # the fastest of three: what the machine can do, less what else ran in that second
+    t, x = time.perf_counter(), x0
+    with torch.no_grad():
+        for _ in range(2000):
+            x = torch.tanh(torch.relu(x @ w1) @ w2)
+    s = 0
+    for i in range(3_000_000):
+        s += i % 7
+    best = min(best, time.perf_counter() - t)
+print(round(best, 2))
 """
 
 
 def machine_reference(python: str = sys.executable) -> float:
-    """Seconds for :data:`REFERENCE_CODE` in a fresh process of ``python``."""
+    """Seconds for :data:`REFERENCE_CODE` (the fastest of three runs) in a fresh process of ``python``."""
     done = subprocess.run([python, "-c", REFERENCE_CODE], capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1])
 
