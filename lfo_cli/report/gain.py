@@ -41,12 +41,14 @@ def gain_sentence(row: Mapping[str, Any], label: str | None = None) -> str:
 
 
 def gain_rows(summary: Mapping[str, Any], skills: Mapping[str, str] = {}, prefix: str = rr.VAL) -> list[dict[str, Any]]:
-    """Success, then each of ``skills`` (name -> words) the summary compares, each row with its ``sentence``."""
+    """Success, then each of ``skills`` (name -> words) the summary compares, each row with its ``label`` (the
+    measure's words) and ``sentence``."""
     rows = []
     for skill in (None, *skills):
         row = gain_row(summary, prefix, skill)
         if row is not None:
-            rows.append({**row, "sentence": gain_sentence(row, skills.get(skill) if skill else None)})
+            label = skills[skill] if skill else rr.SUCCESS
+            rows.append({**row, "label": label, "sentence": gain_sentence(row, label)})
     return rows
 
 

@@ -6,6 +6,7 @@ each evaluation) and one sentence per comparison, the words `lfo train` ends wit
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from lfo_cli import run_record as rr
@@ -18,10 +19,8 @@ from lfo_cli.report.load import Run
 def applies(train: list[Run]) -> bool:
     """One run per condition (several seeds: the paired sections compare conditions instead), and a run that
     holds a comparison with its start."""
-    per_condition: dict[str, int] = {}
-    for r in train:
-        per_condition[r.condition] = per_condition.get(r.condition, 0) + 1
-    return bool(train) and max(per_condition.values()) == 1 and any(gain_rows(r.summary) for r in train)
+    return bool(train) and max(Counter(r.condition for r in train).values()) == 1 and \
+        any(gain_rows(r.summary) for r in train)
 
 
 def gain_section(rep: Report, train: list[Run], pd, plt) -> None:
@@ -35,9 +34,8 @@ def gain_section(rep: Report, train: list[Run], pd, plt) -> None:
     table = pd.DataFrame(rows, columns=["run", "split", "measure", "step", "start", "final", "diff", "diff_low",
                                         "diff_high", "n", "side", "sentence"])
     rep.writer.csv("gain_over_start.csv", table)
-    rep.summary["gains"] = [{"run": row["run"], "measure": row["measure"], "label": skills.get(row["measure"], "success"),
-                             "side": row["side"], "diff": row["diff"], "diff_low": row["diff_low"],
-                             "diff_high": row["diff_high"], "sentence": row["sentence"]} for row in rows]
+    rep.summary["gains"] = [{k: row[k] for k in ("run", "measure", "label", "side", "diff", "diff_low", "diff_high",
+                                                 "sentence")} for row in rows]
     md = ["### Gain over the start\n",
           "Each run's last validation against its own step 0 (the warm start) on the same episodes, paired per "
           "episode; 95% bootstrap interval of the difference, in points. A gain is claimed only where the interval "
@@ -45,8 +43,7 @@ def gain_section(rep: Report, train: list[Run], pd, plt) -> None:
           "| run | measure | step | start | final | difference [95% CI] | episodes |",
           "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
-        label = skills.get(row["measure"], row["measure"])
-        md.append(f"| `{row['run']}` | {row['split']} {label} | {row['step']} | {100 * row['start']:.1f}% | "
+        md.append(f"| `{row['run']}` | {row['split']} {row['label']} | {row['step']} | {100 * row['start']:.1f}% | "
                   f"{100 * row['final']:.1f}% | {100 * row['diff']:+.1f} [{100 * row['diff_low']:+.1f}, "
                   f"{100 * row['diff_high']:+.1f}] | {row['n']} |")
     md.append("\nData: `gain_over_start.csv`.")

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "train"))
 sys.path.insert(0, str(Path(__file__).parent))
 from cluster_helpers import STEPS, free_port, lfo, wait_for, write_grid  # noqa: E402
-from tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from tiny import tiny_world_and_model  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -29,15 +29,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from lfo_cli.env import generate_world, write_world
-
-    root = tmp_path_factory.mktemp("cluster_tiny")
-    write_world(generate_world(num_companies=12, num_train_tasks=40, num_val_tasks=8, heldout_fraction=0.25, seed=5),
-                root / "data")
-    tok = tiny_tokenizer()
-    tiny_model(tok).save_pretrained(root / "model")
-    tok.save_pretrained(root / "model")
-    return root
+    return tiny_world_and_model(tmp_path_factory.mktemp("cluster_tiny"))
 
 
 @pytest.fixture(scope="module")
