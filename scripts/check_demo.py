@@ -51,12 +51,12 @@ GAIN = re.compile(r"better than at step 0 by (?P<diff>[\d.]+) points \[95% CI (?
 # One torch thread: a core's speed, which another process's load does not distort (two threads that must meet after
 # every small matmul stall when one of them waits for a core: 15x slower beside one CPU-bound process).
 REFERENCE_CODE = """
-import time, torch
+import sys, time, torch
 torch.set_num_threads(1)
 torch.manual_seed(0)
 x0, w1, w2 = torch.randn(32, 256), torch.randn(256, 1024) / 16, torch.randn(1024, 256) / 32
 best = float("inf")
-for _ in range(3):  # the fastest of three: what the machine can do, less what else ran in that second
+for _ in range(int(sys.argv[1])):  # the fastest of three: what the machine can do, less what else ran then
     t, x = time.perf_counter(), x0
     with torch.no_grad():
         for _ in range(2000):
@@ -69,9 +69,9 @@ print(round(best, 2))
 """
 
 
-def machine_reference(python: str = sys.executable) -> float:
-    """Seconds for :data:`REFERENCE_CODE` (the fastest of three runs) in a fresh process of ``python``."""
-    done = subprocess.run([python, "-c", REFERENCE_CODE], capture_output=True, text=True, check=True)
+def machine_reference(python: str = sys.executable, runs: int = 3) -> float:
+    """Seconds for :data:`REFERENCE_CODE` (the fastest of ``runs`` runs) in a fresh process of ``python``."""
+    done = subprocess.run([python, "-c", REFERENCE_CODE, str(runs)], capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1])
 
 

@@ -229,6 +229,7 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
+@pytest.mark.long
 def test_kill_ablate_and_rerun_finishes_only_the_missing_cells(tmp_path):
     grid_path = _grid(tmp_path)
     runs = tmp_path / "runs"

@@ -200,6 +200,7 @@ def test_micro_builds_offline_and_loads(tmp_path, monkeypatch, tiny_specs, tiny_
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_smollm2_conversion_is_atomic_under_kill_then_reloads_fast(tmp_path, monkeypatch):
     """Kill the real GGUF -> safetensors conversion mid-way: nothing loads; then convert; a reload is >5x faster."""
     env = _env(tmp_path)

@@ -51,6 +51,7 @@ def _build(recipe: Path, home: Path, monkeypatch, *overrides: str) -> Path:
     return ensure_warmstart(str(recipe), overrides=list(overrides))
 
 
+@pytest.mark.long
 def test_the_same_recipe_gives_the_same_bytes_beside_a_cpu_hog_and_with_another_thread_count(
         tiny_recipe, tmp_path, monkeypatch):
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])

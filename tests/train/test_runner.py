@@ -209,6 +209,7 @@ def test_an_incomplete_checkpoint_is_never_loaded_and_the_resume_is_exact(whole,
     assert (cut / "checkpoint-3" / "trainer_state.json").is_file()
 
 
+@pytest.mark.long
 def test_accelerate_two_cpu_processes(setup, tmp_path):
     """The real distributed path: `accelerate launch` with 2 CPU processes (gloo) runs 2 steps."""
     out = tmp_path / "ddp"

@@ -28,6 +28,7 @@ def _latest_step(run: Path) -> int:
         return 0
 
 
+@pytest.mark.long
 def test_kill9_then_resume_equals_uninterrupted(tmp_path):
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     ref, run = tmp_path / "ref", tmp_path / "run"
