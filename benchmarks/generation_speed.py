@@ -21,20 +21,15 @@ Prints seconds per round and the ratio to ``peft`` (median over rounds) and toke
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from lfo_cli.io import short_commit, write_measurement
+
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("peft", "merged", "base", "static")
-
-
-def _commit() -> str:
-    from lfo_cli.io import git_commit
-
-    return (git_commit(REPO) or "unknown")[:7]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,11 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     for v, row in rows.items():
         print(f"  {v:<7} {row['median_s']:7.2f} s  x{row['ratio']:.3f}  {row['tokens_per_s']:8.1f} tokens/s")
     result = {"recipe": a.recipe, "batch": a.batch, "rounds": a.rounds, "threads": a.threads, "prompt_tokens": prompt_len,
-              "max_new_tokens": max_new, "variants": rows, "commit": _commit(), "date": time.strftime("%Y-%m-%d")}
-    a.out_dir.mkdir(parents=True, exist_ok=True)
-    path = a.out_dir / f"generation_speed_{a.recipe}_{result['date']}_{result['commit']}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
+              "max_new_tokens": max_new, "variants": rows, "commit": short_commit(REPO), "date": time.strftime("%Y-%m-%d")}
+    print(f"wrote {write_measurement(a.out_dir, f'generation_speed_{a.recipe}', result)}")
     return 0
 
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from lfo_cli.io import short_commit, write_measurement
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,12 +94,6 @@ def instrument(timer: PhaseTimer) -> None:
     timer.wrap(GRPOTrainer, "log", "logging")
 
 
-def _commit() -> str:
-    from lfo_cli.io import git_commit
-
-    return (git_commit(REPO) or "unknown")[:7]
-
-
 def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict:
     import torch
 
@@ -107,7 +102,7 @@ def profile(recipe: str, steps: int, overrides: list[str], threads: int) -> dict
     from lfo_cli.recipes import load_recipe
     from lfo_cli.train.runner import run_training
 
-    commit = _commit()  # the code measured: taken before the run, which may outlast later commits
+    commit = short_commit(REPO)  # the code measured: taken before the run, which may outlast later commits
     tune_malloc()  # as the `lfo` command does
     torch.set_num_threads(threads)
     rec = load_recipe(recipe, [*overrides, f"trainer.max_steps={steps}"])
@@ -138,15 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=REPO / "reports" / "benchmarks")
     a = ap.parse_args(argv)
     result = profile(a.recipe, a.steps, a.overrides, a.threads)
-    name = f"run_profile_{a.recipe}{'_' + a.tag if a.tag else ''}_{result['date']}_{result['commit']}.json"
-    a.out_dir.mkdir(parents=True, exist_ok=True)
-    (a.out_dir / name).write_text(json.dumps(result, indent=2) + "\n")
+    path = write_measurement(a.out_dir, f"run_profile_{a.recipe}{'_' + a.tag if a.tag else ''}", result)
     wall = result["wall_s"]
     print(f"{a.recipe}, {a.steps} steps on {a.threads} thread(s): {wall:.1f} s ({wall / a.steps:.1f} s per step)")
     width = max(map(len, result["phases"]))
     for phase, s in result["phases"].items():
         print(f"  {phase:<{width}}  {s:8.2f} s  {100 * s / wall:5.1f}%  {result['calls'].get(phase, '')}")
-    print(f"wrote {a.out_dir / name}")
+    print(f"wrote {path}")
     return 0
 
 

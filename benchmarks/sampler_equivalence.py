@@ -14,11 +14,12 @@ Writes ``reports/benchmarks/sampler_equivalence_<recipe>_<date>_<commit>.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 from pathlib import Path
+
+from lfo_cli.io import short_commit, write_measurement
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,12 +35,6 @@ def tost_paired(diffs: list[float], margin: float) -> dict:
     half = stats.t.ppf(0.95, n - 1) * stats.sem(diffs)  # the 90% interval that TOST at 5% checks
     return {"mean_diff": mean, "ci90": [mean - half, mean + half], "p_lower": float(lower), "p_upper": float(upper),
             "p": float(max(lower, upper)), "equivalent": bool(max(lower, upper) < 0.05), "margin": margin, "n": n}
-
-
-def _commit() -> str:
-    from lfo_cli.io import git_commit
-
-    return (git_commit(REPO) or "unknown")[:7]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from lfo_cli.models.warmstart import ensure_warmstart
     from lfo_cli.recipes import load_recipe
 
-    commit = _commit()  # the code measured: taken before the run, which may outlast later commits
+    commit = short_commit(REPO)  # the code measured: taken before the run, which may outlast later commits
     torch.set_num_threads(a.threads)
     cfg = load_recipe(a.recipe).config
     base = str(ensure_warmstart(cfg.model.warmstart, data_dir=cfg.data.dir, build=False))
@@ -96,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"recipe": a.recipe, "episodes": len(tasks), "success": {k: sum(v) / len(v) for k, v in results.items()},
               "seconds": {k: round(v, 1) for k, v in seconds.items()}, "tost": test, "threads": a.threads,
               "commit": commit, "date": time.strftime("%Y-%m-%d")}
-    a.out_dir.mkdir(parents=True, exist_ok=True)
-    path = a.out_dir / f"sampler_equivalence_{a.recipe}_{result['date']}_{result['commit']}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_measurement(a.out_dir, f'sampler_equivalence_{a.recipe}', result)}")
     return 0
 
 

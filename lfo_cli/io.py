@@ -166,6 +166,19 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     return sha + ("-dirty" if dirty else "")
 
 
+def short_commit(cwd: str | os.PathLike | None = None) -> str:
+    """The first 7 characters of :func:`git_commit`, or "unknown": what a measurement's file name carries."""
+    return (git_commit(cwd) or "unknown")[:7]
+
+
+def write_measurement(out_dir: str | os.PathLike, stem: str, result: dict) -> Path:
+    """A benchmark's result as ``OUT_DIR/STEM_DATE_COMMIT.json`` (``result["date"]`` and ``["commit"]``), atomically."""
+    path = Path(out_dir) / f"{stem}_{result['date']}_{result['commit']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(result, indent=2) + "\n")
+    return path
+
+
 _TRACKED_PACKAGES = (
     "lfo", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers",
     "numpy", "pandas", "scipy", "vllm", "deepspeed",

@@ -98,28 +98,37 @@ def _state(step: int, max_steps: int) -> SimpleNamespace:
     return SimpleNamespace(global_step=step, max_steps=max_steps, is_world_process_zero=True)
 
 
-@pytest.mark.parametrize("label", ["GRPO", "warm start SFT"])
-def test_trainer_progress_prints_step_lines_with_eta_at_the_cadence_and_no_tqdm(label):
-    """Training and the warm start's SFT both use lfo's TrainerProgress: driven here through the Trainer's
-    callback order (on_step_begin, on_step_end, on_log) with a fake clock and no terminal. A logged step's
-    metrics ride on the progress line; the cadence, not the logging interval, decides when a line comes."""
+def _train(label: str, steps: int, max_steps: int, logs, end: dict | None = None) -> list[str]:
+    """Drive lfo's TrainerProgress through the Trainer's callback order (on_step_begin, on_step_end, then on_log
+    for each row ``logs(step)`` gives), 3 s a step on a fake clock and no terminal; the lines it printed."""
     from lfo_cli.console import TrainerProgress
 
     out, clock = io.StringIO(), FakeClock()
     cb = TrainerProgress(label, stream=out, terminal=False, clock=clock)
     args, control = SimpleNamespace(), SimpleNamespace()
-    cb.on_train_begin(args, _state(0, 100), control)
-    for step in range(1, 101):
-        cb.on_step_begin(args, _state(step - 1, 100), control)
+    cb.on_train_begin(args, _state(0, max_steps), control)
+    for step in range(1, steps + 1):
+        cb.on_step_begin(args, _state(step - 1, max_steps), control)
         clock.t += 3.0
-        cb.on_step_end(args, _state(step, 100), control)
-        if step % 2 == 0:  # logging_steps = 2
-            cb.on_log(args, _state(step, 100), control, logs={"loss": step / 100, "reward": 0.25})
-        if step == 50:
-            cb.on_log(args, _state(step, 100), control, logs={"val/success": 0.125})
-    cb.on_log(args, _state(100, 100), control, logs={"train_runtime": 300.0})
-    cb.on_train_end(args, _state(100, 100), control)
-    got = lines(out)
+        cb.on_step_end(args, _state(step, max_steps), control)
+        for row in logs(step):
+            cb.on_log(args, _state(step, max_steps), control, logs=row)
+    if end is not None:
+        cb.on_log(args, _state(steps, max_steps), control, logs=end)
+        cb.on_train_end(args, _state(steps, max_steps), control)
+    return lines(out)
+
+
+@pytest.mark.parametrize("label", ["GRPO", "warm start SFT"])
+def test_trainer_progress_prints_step_lines_with_eta_at_the_cadence_and_no_tqdm(label):
+    """Training and the warm start's SFT both use lfo's TrainerProgress: driven here through the Trainer's
+    callback order (on_step_begin, on_step_end, on_log) with a fake clock and no terminal. A logged step's
+    metrics ride on the progress line; the cadence, not the logging interval, decides when a line comes."""
+    def logs(step):
+        rows = [{"loss": step / 100, "reward": 0.25}] if step % 2 == 0 else []  # logging_steps = 2
+        return rows + ([{"val/success": 0.125}] if step == 50 else [])
+
+    got = _train(label, 100, 100, logs, end={"train_runtime": 300.0})
     progress = [g for g in got if g.startswith(f"{label}: ")]
     # a line once 5 steps (5%) passed since the last one, at the first logged step from there
     assert progress[0] == f"{label}: 6/100 steps (6%) · 3.0 s/step · ETA 4 min 42 s · loss 0.0600 · reward 0.250"
@@ -168,19 +177,7 @@ def tiny_world(tmp_path_factory):
 def test_sparse_logging_still_gets_a_heartbeat_without_stale_metrics():
     """Log rows 120 s apart (40 steps of 3 s): a heartbeat line each minute in between, without the metrics
     of an earlier step; the logged steps' lines carry their own."""
-    from lfo_cli.console import TrainerProgress
-
-    out, clock = io.StringIO(), FakeClock()
-    cb = TrainerProgress("warm start SFT", stream=out, terminal=False, clock=clock)
-    args, control = SimpleNamespace(), SimpleNamespace()
-    cb.on_train_begin(args, _state(0, 400), control)
-    for step in range(1, 121):
-        cb.on_step_begin(args, _state(step - 1, 400), control)
-        clock.t += 3.0
-        cb.on_step_end(args, _state(step, 400), control)
-        if step % 40 == 0:
-            cb.on_log(args, _state(step, 400), control, logs={"loss": 1.0 / step})
-    got = lines(out)
+    got = _train("warm start SFT", 120, 400, lambda step: [{"loss": 1.0 / step}] if step % 40 == 0 else [])
     assert [g.split(":")[1].split()[0] for g in got] == ["20/400", "40/400", "60/400", "80/400", "100/400", "120/400"]
     assert [("loss" in g) for g in got] == [False, True, False, True, False, True]
 

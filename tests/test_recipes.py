@@ -84,25 +84,18 @@ def test_bad_values_raise_one_line(recipe_dir, override, message):
     assert "\n" not in str(info.value)
 
 
-def test_malformed_yaml_and_cycles(recipe_dir):
-    (recipe_dir / "broken.yaml").write_text("kind: toy\nwm: [unclosed\n")
-    with pytest.raises(LfoError, match="broken.yaml.*malformed YAML"):
-        recipes.load_recipe("broken", recipe_dir=recipe_dir)
-    (recipe_dir / "a.yaml").write_text("base: b\n")
-    (recipe_dir / "b.yaml").write_text("base: a\n")
-    with pytest.raises(LfoError, match="cycle"):
-        recipes.load_recipe("a", recipe_dir=recipe_dir)
-    (recipe_dir / "list.yaml").write_text("- 1\n- 2\n")
-    with pytest.raises(LfoError, match="must be a YAML mapping"):
-        recipes.load_recipe("list", recipe_dir=recipe_dir)
-
-
-def test_unknown_recipe_and_kind(recipe_dir):
-    with pytest.raises(LfoError, match="did you mean 'child'"):
-        recipes.load_recipe("chlid", recipe_dir=recipe_dir)
-    (recipe_dir / "nokind.yaml").write_text("steps: 3\n")
-    with pytest.raises(LfoError, match="'kind' must be one of"):
-        recipes.load_recipe("nokind", recipe_dir=recipe_dir)
+@pytest.mark.parametrize(("files", "name", "message"), [
+    ({"broken": "kind: toy\nwm: [unclosed\n"}, "broken", "broken.yaml.*malformed YAML"),
+    ({"a": "base: b\n", "b": "base: a\n"}, "a", "cycle"),
+    ({"list": "- 1\n- 2\n"}, "list", "must be a YAML mapping"),
+    ({}, "chlid", "did you mean 'child'"),
+    ({"nokind": "steps: 3\n"}, "nokind", "'kind' must be one of"),
+])
+def test_malformed_yaml_cycles_unknown_recipes_and_kinds(recipe_dir, files, name, message):
+    for stem, text in files.items():
+        (recipe_dir / f"{stem}.yaml").write_text(text)
+    with pytest.raises(LfoError, match=message):
+        recipes.load_recipe(name, recipe_dir=recipe_dir)
 
 
 def test_cli_bad_recipe_exits_2_with_one_line(tmp_path):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
 import sys
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,3 +53,43 @@ def not_built(command: str, issue: int) -> None:
     """Commands that are registered but not implemented yet say so and exit 2: never pretend."""
     error_line(f"`lfo {command}` is not built yet (tracked in issue #{issue}).")
     raise typer.Exit(2)
+
+
+def dataclass_options(cls: type, *, names: Callable[[str], bool] = lambda name: True,
+                      panel: Callable[[dataclasses.Field], str | None] = lambda f: None) -> list[inspect.Parameter]:
+    """The fields of dataclass ``cls`` (those ``names`` keeps) as keyword parameters for a typer command's
+    ``__signature__``: ``--field-name``, the field's type, its ``metadata["help"]`` with its default, None when not
+    given (the dataclass's default then holds). A bool field is ``--name/--no-name``; a tuple field is one
+    comma-separated value (:func:`comma_tuple` reads it)."""
+    hints = typing.get_type_hints(cls)
+    params = []
+    for f in dataclasses.fields(cls):
+        if not f.init or not names(f.name):
+            continue
+        tp, flag = hints[f.name], f"--{f.name.replace('_', '-')}"
+        if tp is bool:
+            flag = f"{flag}/--no-{f.name.replace('_', '-')}"
+        elif typing.get_origin(tp) is tuple:
+            tp = str
+        help_ = f.metadata.get("help", "")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if default is not None and "default" not in help_:
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            help_ += f" \\[default: {shown}]"
+        option = typer.Option(flag, help=help_, rich_help_panel=panel(f), show_default=False)
+        optional = tp if type(None) in typing.get_args(tp) else tp | None
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[optional, option]))
+    return params
+
+
+def comma_tuple(text: str, cls: type, name: str) -> tuple:
+    """A tuple field's command-line value (``1,0.1,0``) as the field's type, or one error naming the option."""
+    hint = typing.get_type_hints(cls)[name]
+    types = typing.get_args(hint)
+    option = f"--{name.replace('_', '-')}"
+    count = ("one", "two", "three", "four", "five")[len(types) - 1] if len(types) <= 5 else str(len(types))
+    try:
+        return tuple(t(x) for t, x in zip(types, text.split(","), strict=True))
+    except ValueError:
+        raise LfoError(f"{option} expects {count} numbers separated by commas (got {text!r})") from None

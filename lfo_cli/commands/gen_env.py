@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import sys
-import typing
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from lfo_cli.commands._common import JsonOpt, handle_errors, print_json
+from lfo_cli.commands._common import JsonOpt, dataclass_options, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_bytes, atomic_write_json, atomic_write_text, run_metadata
 from lfo_cli.progress import ProgressLog
@@ -36,22 +35,11 @@ def _panel(kind: str) -> str:
 
 def _world_parameters() -> list[inspect.Parameter]:
     """Each built-in world's options as `--name` options, None when not given (the world's default then holds)."""
-    params, seen = [], set()
+    params: list[inspect.Parameter] = []
     for kind, cls in WORLD_OPTIONS.items():
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if f.name in seen:
-                continue
-            seen.add(f.name)
-            tp = hints[f.name]
-            optional = tp if type(None) in typing.get_args(tp) else tp | None
-            panel = _CHECK if f.metadata.get("check") else _panel(kind)
-            help_ = f.metadata.get("help", "")
-            if f.default is not None and "default" not in help_:
-                help_ += f" \\[default: {f.default}]"
-            option = typer.Option(f"--{f.name.replace('_', '-')}", help=help_, rich_help_panel=panel, show_default=False)
-            params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                            annotation=Annotated[optional, option]))
+        seen = {p.name for p in params}
+        params += dataclass_options(cls, names=lambda name, seen=seen: name not in seen,
+                                    panel=lambda f, kind=kind: _CHECK if f.metadata.get("check") else _panel(kind))
     return params
 
 

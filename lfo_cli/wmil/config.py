@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from lfo_cli.errors import LfoError
-from lfo_cli.wmil.envs import TASKS
 
 ALGORITHMS = ("reinforce", "ppo")
 PARENTS = ("deterministic", "llm")
@@ -63,6 +62,9 @@ class WMILConfig:
     threads: int = field(default=1, metadata={"help": "torch CPU threads (1 is fastest for this model size; 0 = torch default)."})
 
     def __post_init__(self) -> None:
+        # imported here: it imports torch, and `lfo --help` reads this module for `lfo wmil train`'s options
+        from lfo_cli.wmil.envs import TASKS
+
         if self.task not in TASKS:
             raise LfoError(f"unknown task '{self.task}' (known: {', '.join(TASKS)})")
         if self.num_actions < 2:

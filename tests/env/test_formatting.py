@@ -3,32 +3,27 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 from lfo_cli.env import (
     Episode,
     StateSummary,
     format_world_model_input,
     format_world_model_target,
+    formatting,
     run_episode,
     world_model_example,
 )
 from lfo_cli.env.formatting import strip_target_markers
 
-SEED_EXAMPLE = """<|state|>
-Task: Check account balance at Acme Bank
-Step: 3
-Previous Actions:
-- search_company("Acme Bank"): Found Customer Service at 800-555-0100
-- auth_info_form(["account_number"]): {"account_number": "123456", "unavailable": []}
-Collected Auth: {"account_number": "123456"}
-<|/state|>
 
-<|action|>
-<|tool|>make_phone_call<|args|>{"phone_number": "800-555-0100", "auth_info": {"account_number": "123456"}}<|/tool|>
-<|/action|>
+def _docstring_example() -> str:
+    """The design's template as lfo_cli/env/formatting.py's docstring shows it (the block after "Input ...::")."""
+    block = formatting.__doc__.split("::\n\n", 1)[1].split("\nTarget:", 1)[0]
+    return textwrap.dedent(block).rstrip("\n") + "\n"
 
-<|predict_csr|>
-"""
+
+SEED_EXAMPLE = _docstring_example()  # the docs' example is what the formatter writes, to the character
 SEED_TARGET = ("<|csr|>For security purposes, I need your account number and the last 4 digits of your Social "
                "Security Number.<|/csr|>")
 

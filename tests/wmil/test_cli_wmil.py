@@ -77,3 +77,27 @@ def test_ablate_small_study(tmp_path):
         assert (tmp_path / "abl" / name).is_file()
     res = runner.invoke(app, ["wmil", "ablate", "--conditions", "wm,bogus", "--out", str(tmp_path / "b")])
     assert res.exit_code == 2 and "unknown condition" in res.output
+
+
+def test_every_config_field_is_an_option_and_reaches_the_config(tmp_path):
+    """`lfo wmil train`'s options are generated from WMILConfig (ablate's too, but the seed): a field added to the
+    dataclass is an option with its help, and what is given lands in the run's config.json."""
+    import dataclasses
+
+    from typer.main import get_command
+
+    from lfo_cli.wmil.config import WMILConfig
+
+    wmil = get_command(app).commands["wmil"]
+    for name, left_out in (("train", set()), ("ablate", {"seed"})):
+        opts = {o for p in wmil.commands[name].params for o in p.opts}
+        for f in dataclasses.fields(WMILConfig):
+            assert (f"--{f.name.replace('_', '-')}" in opts) == (f.name not in left_out), (name, f.name)
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["wmil", "train", "--steps", "2", "--num-envs", "4", "--log-every", "1", "--save-every", "2",
+                              "--eval-episodes", "4", "--gamma", "0.5", "--clip-eps", "0.3", "--reward-weights", "1,0.5,0",
+                              "--curriculum", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["gamma"], cfg["clip_eps"], cfg["reward_weights"], cfg["curriculum"]) == (0.5, 0.3, [1.0, 0.5, 0.0], True)
+    assert cfg["num_actions"] == WMILConfig().num_actions  # what is not given keeps the dataclass default
