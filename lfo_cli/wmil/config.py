@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass, field, fields
 
 from lfo_cli.errors import LfoError
 
+# The tasks by name (lfo_cli.wmil.envs.TASKS holds their classes and checks it names the same): this module imports
+# no torch, so that `lfo --help` can read it for `lfo wmil train`'s options.
+TASK_NAMES = ("pattern_echo", "sequence_next", "conditional", "delayed_recall", "key_door")
 ALGORITHMS = ("reinforce", "ppo")
 PARENTS = ("deterministic", "llm")
 
@@ -62,11 +65,8 @@ class WMILConfig:
     threads: int = field(default=1, metadata={"help": "torch CPU threads (1 is fastest for this model size; 0 = torch default)."})
 
     def __post_init__(self) -> None:
-        # imported here: it imports torch, and `lfo --help` reads this module for `lfo wmil train`'s options
-        from lfo_cli.wmil.envs import TASKS
-
-        if self.task not in TASKS:
-            raise LfoError(f"unknown task '{self.task}' (known: {', '.join(TASKS)})")
+        if self.task not in TASK_NAMES:
+            raise LfoError(f"unknown task '{self.task}' (known: {', '.join(TASK_NAMES)})")
         if self.num_actions < 2:
             raise LfoError(f"num-actions must be >= 2 (got {self.num_actions})")
         if self.steps < 0:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from lfo_cli.errors import LfoError
+from lfo_cli.wmil.config import TASK_NAMES
 from lfo_cli.wmil.memory_tasks import DelayedRecall, KeyDoor
 from lfo_cli.wmil.reactive_tasks import Conditional, PatternEcho, SequenceNext
 from lfo_cli.wmil.task_base import DIFFICULTY_CONFIGS, Task
@@ -71,6 +72,8 @@ class State:
 TASKS: dict[str, type[Task]] = {
     cls.name: cls for cls in (PatternEcho, SequenceNext, Conditional, DelayedRecall, KeyDoor)
 }
+if tuple(TASKS) != TASK_NAMES:
+    raise ImportError(f"lfo_cli.wmil.config.TASK_NAMES {TASK_NAMES} must name the tasks here: {tuple(TASKS)}")
 
 
 def make_task(name: str, num_actions: int) -> Task:
