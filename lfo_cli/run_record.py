@@ -202,8 +202,14 @@ EVAL_EPISODES = "eval/episodes"
 EVAL_SUCCESS_AT = "eval/success_d"  # + difficulty
 EVAL_EPISODES_AT = "eval/episodes_d"  # + difficulty
 TEACHER_SUCCESS_AT = "teacher/success_d"  # + difficulty: the noisy prior that made the warm start's data
-EVAL_FIRST_CALL_PREFIX = "eval/first_call/"  # + outcome: share of episodes by where the first call went
-EVAL_FIRST_CALL_RIGHT = f"{EVAL_FIRST_CALL_PREFIX}right_department"
+
+
+def eval_category(name: str, value: str | None) -> str:
+    """The share of episodes whose category ``name`` (``World.episode_categories``) took ``value``:
+    ``"eval/NAME/VALUE"`` (``none`` for None)."""
+    return f"eval/{name}/{value or 'none'}"
+
+
 EVAL_TEMPERATURE = "eval/temperature"
 
 # the warm start's SFT (its summary.json and cache marker)

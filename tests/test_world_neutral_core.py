@@ -32,9 +32,6 @@ ALLOWED = {
     "report/study.py": "the observation and reading studies' report: their declared questions are about this world's "
                        "company exceptions; the wording is to come from the world",
     "report/declared.py": "its docstring's example declaration is the reading study's (env.probe_bonus, departments)",
-    "report/training.py": "the behaviour table lists the customer-service world's metric names (see run_record.py)",
-    "eval/transfer.py": "transfer_eval JSON's `behaviour` keys are the customer-service world's episode fields",
-    "models/warmstart_outputs.py": "the warm start's summary table names the first-call metric (see run_record.py)",
     "models/warmstart_config.py": "train.reply_loss_tools defaults to make_phone_call: cached warm starts' keys hold "
                                   "that default",
     "models/warmstart_cache.py": "the same default, left out of cached warm starts' keys at that value",

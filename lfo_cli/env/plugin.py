@@ -120,6 +120,7 @@ class CustomerServiceWorld(World):
     heldout_what = "companies training never drew from"
     study_grid = "observation_cpu"
     easier_regime = "field credit, lower difficulty, a longer warm start"
+    behaviour_metrics = (rr.AUTH_BEFORE_CALL, rr.ORDER_CORRECT, rr.FIRST_CALL_RIGHT, rr.CALLS_PER_TASK, rr.FORMS)
     heldout_note = (" At difficulty 2 the policy cannot know a held-out company's exception: only probing (a call "
                     "before the one form) solves it.")
 

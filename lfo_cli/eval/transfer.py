@@ -12,9 +12,8 @@ Output schema (``RUN/evals/transfer_eval-<parameters>.json``, see ``eval_file_na
      "splits": {SPLIT: {"n": int, "successes": int, "success": float, "ci_low": float, "ci_high": float,
                         "k": int, "tasks": int, "pass_k": float,   # tau-bench pass^k over the k samples of a task
                         "by_difficulty": {"1": {"n", "successes", "success", "ci_low", "ci_high", "pass_k"}, ...},
-                        "behaviour": {"auth_before_first_call": float, "order_correct": float,
-                                      "phone_calls_per_task": float, "forms_per_task": float,
-                                      "invalid_calls_per_task": float, "valid_tool_call_rate": float},
+                        "behaviour": {NAME: float, ..., "valid_tool_call_rate": float},  # World.episode_metrics
+                                      # (the names validation logs under val/), means over the split's episodes
                         "outcomes": [[task_id, 0 | 1], ...]}},   # per episode, in evaluation order
      "gap": float | null,          # val success - transfer success (the training tasks' advantage)
      "base": {SPLIT: <split row as above>} | null,   # --against-base: the run's base model (its warm
@@ -42,14 +41,7 @@ from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 from lfo_cli.eval.vllm_backend import vllm_generate_fn
 from lfo_cli.models.agent_eval import episode_outcomes, evaluate_agent
 from lfo_cli.stats import paired_test, wilson_interval
-
-BEHAVIOUR_KEYS = {
-    "auth_before_first_call": "auth_before_first_call",
-    "order_correct": "department_order_correct",
-    "phone_calls_per_task": "phone_calls",
-    "forms_per_task": "forms_submitted",
-    "invalid_calls_per_task": "invalid_tool_calls",
-}
+from lfo_cli.worlds import World
 
 
 def rate_row(successes: int, n: int) -> dict[str, Any]:
@@ -70,7 +62,7 @@ def pass_hat_k(episodes: list[dict[str, Any]]) -> dict[str, Any]:
             "pass_k": (sum(all(v) for v in by_task.values()) / len(by_task)) if by_task and k else None}
 
 
-def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
+def summarise_split(result: dict[str, Any], world: World) -> dict[str, Any]:
     episodes, turns = result["episodes"], result["turns"]
     row = rate_row(sum(e["success"] for e in episodes), len(episodes))
     row.update({key: v for key, v in pass_hat_k(episodes).items() if key != "pass_1"})
@@ -79,11 +71,7 @@ def summarise_split(result: dict[str, Any]) -> dict[str, Any]:
         by[e["difficulty"]].append(e)
     row["by_difficulty"] = {str(d): {**rate_row(sum(e["success"] for e in v), len(v)),
                                      "pass_k": pass_hat_k(v)["pass_k"]} for d, v in sorted(by.items())}
-    behaviour = {}
-    for name, key in BEHAVIOUR_KEYS.items():
-        values = [float(e[key]) for e in episodes if key in e]
-        if values:
-            behaviour[name] = sum(values) / len(values)
+    behaviour = world.episode_metrics(episodes)  # the world's own measures, named as validation names them
     if turns:
         call_turns = [t for t in turns if not t.get("final_reply")]
         behaviour["valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in call_turns) / max(len(call_turns), 1)
@@ -154,10 +142,10 @@ def transfer_eval(run_dir: str | Path, splits: tuple[str, ...] = ("transfer", "v
         repeated = [t for t in tasks for _ in range(samples)]
         common = {"temperature": temperature, "max_turns": max_turns, "seed": seed, "progress": progress}
         result = evaluate_agent(model, tokenizer, world, repeated, generate_fn=generate_fn, **common)
-        out["splits"][split] = summarise_split(result)
+        out["splits"][split] = summarise_split(result, world)
         if against_base:
             with model.disable_adapter():  # the warm-started base RL began from: the same episodes and seeds
-                out["base"][split] = summarise_split(evaluate_agent(model, tokenizer, world, repeated, **common))
+                out["base"][split] = summarise_split(evaluate_agent(model, tokenizer, world, repeated, **common), world)
             pairs = [[p[1] for p in out["splits"][split]["outcomes"]], [b[1] for b in out["base"][split]["outcomes"]]]
             test = paired_test(*pairs, seed=seed).as_dict()  # undefined statistics (no discordant episode): null
             out["vs_base"][split] = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in test.items()}

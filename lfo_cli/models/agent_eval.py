@@ -154,7 +154,7 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None,
     for name, values in (categories or {}).items():  # e.g. the share of episodes by where the first call went
         if eps and any(name in e for e in eps):
             for value in values:
-                out[f"eval/{name}/{value or 'none'}"] = sum(e.get(name) == value for e in eps) / len(eps)
+                out[rr.eval_category(name, value)] = sum(e.get(name) == value for e in eps) / len(eps)
     lo = [e["success"] for e in eps if e["difficulty"] <= 2]
     hi = [e["success"] for e in eps if e["difficulty"] >= 3]
     out["eval/success_d1_2"] = sum(lo) / len(lo) if lo else None

@@ -268,7 +268,7 @@ def run_warmstart(cfg: WarmStartConfig, out_dir: Path, *, resume: bool = False) 
     atomic_write_json(out_dir / rr.SUMMARY_FILE, summary)
     if not _in_cache(out_dir):
         summary["cache_dir"] = str(register_in_cache(cfg, out_dir) or warmstart_cache_path(cfg))
-    print_summary(summary)
+    print_summary(summary, world.episode_categories)
     if cfg.eval.min_valid_rate is not None and cfg.eval.num_tasks > 0:
         rate = summary[rr.EVAL_VALID_TOOL_CALL_RATE]
         if rate < cfg.eval.min_valid_rate:

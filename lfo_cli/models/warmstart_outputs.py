@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,9 @@ def write_eval_tables(out_dir: Path, summary: dict[str, Any]) -> None:
     tmp.replace(out_dir / "eval_by_difficulty.png")
 
 
-def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The few figures a warm start is judged by, as (label, value) rows; every metric is in summary.json."""
+def summary_rows(summary: dict[str, Any], categories: Mapping[str, tuple] | None = None) -> list[tuple[str, str]]:
+    """The few figures a warm start is judged by, as (label, value) rows; every metric is in summary.json. Of each
+    of the world's ``categories`` (``World.episode_categories``), the share of its first value."""
     def f(key: str, fmt: str = ".3f") -> str | None:
         v = summary.get(key)
         return format(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
@@ -70,12 +72,13 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("success", f(rr.EVAL_SUCCESS_RATE)),
         ("success by difficulty", by_d),
         ("the teacher, by difficulty", teacher),
-        ("first call: right department", f(rr.EVAL_FIRST_CALL_RIGHT)),
+        *((f"{name}: {values[0]}".replace("_", " "), f(rr.eval_category(name, values[0])))
+          for name, values in (categories or {}).items() if values and values[0]),
     ]
     return [(k, v) for k, v in rows if v]
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def print_summary(summary: dict[str, Any], categories: Mapping[str, tuple] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -85,7 +88,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     table = Table(title=title, caption="every metric: summary.json")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for k, v in summary_rows(summary):
+    for k, v in summary_rows(summary, categories):
         table.add_row(k, v)
     Console().print(table)
 

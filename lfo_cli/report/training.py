@@ -11,13 +11,18 @@ from lfo_cli.report.ablations import ablation_tables, lambda_section
 from lfo_cli.report.diagnostics import correlation_section, grad_norm_section, reward_section
 from lfo_cli.report.document import Report
 from lfo_cli.report.efficiency import efficiency_section
-from lfo_cli.report.final_metrics import final_metric_section, has_difficulty_levels, transfer_section
+from lfo_cli.report.final_metrics import (
+    final_metric_section,
+    has_difficulty_levels,
+    transfer_section,
+    world_of,
+)
 from lfo_cli.report.format import finite as _finite
 from lfo_cli.report.load import Run
 from lfo_cli.report.run_stats import BAND_RESAMPLES, THRESHOLDS, Conditions, group_conditions
 
-BEHAVIOUR = (rr.VAL_AUTH_BEFORE_CALL, rr.VAL_ORDER_CORRECT, rr.VAL_FIRST_CALL_RIGHT, rr.VAL_CALLS_PER_TASK, rr.VAL_FORMS,
-             rr.VAL_INVALID_CALLS, rr.VAL_VALID_TOOL_CALL_RATE, rr.VAL_TURNS)
+# every world's behaviour measures, after the world's own (World.behaviour_metrics)
+BEHAVIOUR = (rr.VAL_INVALID_CALLS, rr.VAL_VALID_TOOL_CALL_RATE, rr.VAL_TURNS)
 
 
 def training_sections(rep: Report, train: list[Run], varying: list[str], corr_window, pd, plt) -> None:
@@ -41,7 +46,8 @@ def training_sections(rep: Report, train: list[Run], varying: list[str], corr_wi
                                                            if k.startswith(rr.VAL_SUCCESS_AT)}),
                               "success_by_difficulty", "Success by difficulty (final evaluation)", pd, plt,
                               label=lambda k: k.rsplit("/", 1)[-1])
-    final_metric_section(rep, conds, by_cond, [k for k in BEHAVIOUR if any(k in s.final for s in rs.values())],
+    behaviour = [rr.metric(rr.VAL, m) for m in world_of(train).behaviour_metrics] + list(BEHAVIOUR)
+    final_metric_section(rep, conds, by_cond, [k for k in behaviour if any(k in s.final for s in rs.values())],
                           "behaviour", "Behaviour (final evaluation)", pd, plt, label=lambda k: k.split("/", 1)[-1])
 
     # ---- transfer -----------------------------------------------------------------------------

@@ -92,7 +92,8 @@ class Trainable(abc.ABC):
     # rollout, so keep it short.
     system_prompt: ClassVar[str | None] = None
     # Episode fields with a fixed set of values, counted per value in `eval/...` summaries (e.g. where the
-    # first call went); each is reported for every value, so two evaluations have the same keys.
+    # first call went); each is reported for every value, so two evaluations have the same keys. The first value
+    # is the one a good policy reaches: the warm start's summary table shows its share.
     episode_categories: ClassVar[Mapping[str, tuple[str | None, ...]]] = {}
     # Episode fields an evaluation keeps per episode (`evaluate_agent`), besides the task, difficulty and outcome.
     episode_fields: ClassVar[tuple[str, ...]] = ()
@@ -273,6 +274,9 @@ class Described:
     # variance to learn from.
     study_grid: ClassVar[str | None] = None
     easier_regime: ClassVar[str] = "easier tasks or a longer warm start"
+    # The world's own validation measures (names :meth:`Trainable.episode_metrics` returns) that the report's
+    # behaviour table shows, in this order, before every world's: invalid calls, the valid-call rate and turns.
+    behaviour_metrics: ClassVar[tuple[str, ...]] = ()
 
 
 class Generated:

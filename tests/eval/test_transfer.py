@@ -170,3 +170,23 @@ def test_an_evaluation_records_its_parameters_and_is_named_by_them(run):
     assert a["splits"]["val"]["k"] == 2 and a["splits"]["val"]["pass_k"] <= a["splits"]["val"]["success"]
     assert eval_file_name(a["parameters"]) != eval_file_name(b["parameters"])
     assert eval_file_name(a["parameters"]) == "transfer_eval-val-k2-T1-seed0-d1.json"
+
+
+def test_behaviour_is_the_worlds_own_measures_under_validations_names():
+    """transfer-eval's `behaviour` is World.episode_metrics (what validation logs as val/NAME) and the valid-call
+    rate: a world's measures reach it without transfer-eval naming them."""
+    from lfo_cli import run_record as rr
+    from lfo_cli.env import Episode, generate_world, run_episode
+    from lfo_cli.env.plugin import CustomerServiceWorld
+    from lfo_cli.eval.transfer import summarise_split
+
+    world = CustomerServiceWorld(generate_world(num_companies=8, num_train_tasks=10, num_val_tasks=20,
+                                                heldout_fraction=0.25, seed=3))
+    ep, episodes = Episode(world.data), []
+    for i, task in enumerate(world.data.tasks["val"]):
+        done = run_episode(ep, "prior", task, rollout_seed=i)
+        episodes.append({**done.info, "task_id": task.task_id, "difficulty": task.difficulty, "success": done.reward})
+    turns = [{"valid_tool_call": True}] * 3 + [{"valid_tool_call": False}, {"final_reply": True}]
+    row = summarise_split({"episodes": episodes, "turns": turns}, world)
+    assert row["behaviour"] == {**world.episode_metrics(episodes), "valid_tool_call_rate": 0.75}
+    assert {rr.AUTH_BEFORE_CALL, rr.FIRST_CALL_RIGHT, rr.CALLS_PER_TASK, rr.FORMS} <= set(row["behaviour"])

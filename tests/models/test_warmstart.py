@@ -453,6 +453,10 @@ def test_the_warm_start_prints_a_few_judged_figures_not_every_metric():
     assert rows["the teacher, by difficulty"] == "d1: 0.70" and rows["valid tool calls"] == "0.900"
     assert len(rows) <= 8 and "eval/first_call/none" not in str(rows)
     assert dict(summary_rows({"train/steps": 3})).keys() == {"SFT"}
+    # of each of the world's episode categories, the share of its first value (the one a good policy reaches)
+    categories = {"first_call": ("right_department", "other_department", None), "door": (None, "open")}
+    rows = dict(summary_rows({**summary, "eval/first_call/right_department": 0.4}, categories))
+    assert rows["first call: right department"] == "0.400" and not any("door" in k or "other" in k for k in rows)
 
 
 def test_a_world_model_warm_start_adds_the_replies_loss_on_the_same_steps(tmp_path, tiny_model_dir, small_world_dir,
