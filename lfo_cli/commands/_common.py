@@ -60,7 +60,7 @@ def dataclass_options(cls: type, *, names: Callable[[str], bool] = lambda name: 
     """The fields of dataclass ``cls`` (those ``names`` keeps) as keyword parameters for a typer command's
     ``__signature__``: ``--field-name``, the field's type, its ``metadata["help"]`` with its default, None when not
     given (the dataclass's default then holds). A bool field is ``--name/--no-name``; a tuple field is one
-    comma-separated value (:func:`comma_tuple` reads it)."""
+    comma-separated value (:func:`dataclass_values` reads it)."""
     hints = typing.get_type_hints(cls)
     params = []
     for f in dataclasses.fields(cls):
@@ -83,9 +83,15 @@ def dataclass_options(cls: type, *, names: Callable[[str], bool] = lambda name: 
     return params
 
 
-def comma_tuple(text: str, cls: type, name: str) -> tuple:
+def dataclass_values(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    """The :func:`dataclass_options` a command was given (None: not given), as the fields' values."""
+    hints = typing.get_type_hints(cls)
+    return {k: _comma_tuple(v, hints[k], k) if typing.get_origin(hints[k]) is tuple else v
+            for k, v in options.items() if v is not None}
+
+
+def _comma_tuple(text: str, hint: Any, name: str) -> tuple:
     """A tuple field's command-line value (``1,0.1,0``) as the field's type, or one error naming the option."""
-    hint = typing.get_type_hints(cls)[name]
     types = typing.get_args(hint)
     option = f"--{name.replace('_', '-')}"
     count = ("one", "two", "three", "four", "five")[len(types) - 1] if len(types) <= 5 else str(len(types))

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from lfo_cli import run_record as rr
-from lfo_cli.commands._common import JsonOpt, comma_tuple, dataclass_options, handle_errors, print_json
+from lfo_cli.commands._common import JsonOpt, dataclass_options, dataclass_values, handle_errors, print_json
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
 from lfo_cli.recipes import read_yaml_mapping
@@ -38,13 +38,6 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML file of W
 _RUN_PANEL, _CONFIG_PANEL = "Run", "Configuration (WMILConfig; --config FILE, then these)"
 
 
-def _config_values(options: dict) -> dict:
-    """The WMILConfig fields given on the command line (a tuple field read from its comma-separated value)."""
-    given = {k: v for k, v in options.items() if v is not None}
-    return {k: comma_tuple(v, WMILConfig, k) if isinstance(v, str) and k == "reward_weights" else v
-            for k, v in given.items()}
-
-
 def _load_yaml(path: Path | None) -> dict:
     """A WMIL config file: the recipes' YAML reader (one-line errors; `1e-3` is a float, as in recipes)."""
     if path is None:
@@ -63,7 +56,7 @@ def train_cmd(*, config: Path | None = None, out: Path = Path("runs/wmil"), resu
     base = _load_yaml(config)
     if resume and (out / rr.WMIL_CONFIG_FILE).is_file():
         base = {**read_json(out / rr.WMIL_CONFIG_FILE), **base}
-    cfg = WMILConfig.from_dict({**base, **_config_values(options)})
+    cfg = WMILConfig.from_dict({**base, **dataclass_values(WMILConfig, options)})
     summary = train(cfg, out, resume=resume, force=force, progress=progress and not json_out, quiet=json_out)
     if json_out:
         print_json({k: summary[k] for k in ("task", "steps", "final", "checks", "eval", "num_parameters")})
@@ -126,7 +119,7 @@ def ablate_cmd(*, seeds: int = 8, first_seed: int = 0, conditions: str = "wm,no_
     its own wm_coef, kl_coef or context_window over the options given."""
     from lfo_cli.wmil.ablate import run_ablation
 
-    base = {**_load_yaml(config), **_config_values(options)}
+    base = {**_load_yaml(config), **dataclass_values(WMILConfig, options)}
     WMILConfig.from_dict(base)  # validate once, before any run starts
     result = run_ablation(base, out, seeds=seeds, first_seed=first_seed,
                           conditions=[c.strip() for c in conditions.split(",") if c.strip()], force=force,
