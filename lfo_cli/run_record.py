@@ -68,7 +68,7 @@ LOSS_TOTAL = "losses/total"  # what the backward saw: policy loss + wm.coef x th
 
 # wm/: the world model on the step's replies
 WM_TOKEN_ACC = "wm/token_acc"  # teacher-forced accuracy on the reply tokens (objectives with examples)
-WM_EXAMPLES = "wm/examples"  # world-model examples (phone calls) in the step
+WM_EXAMPLES = "wm/examples"  # world-model examples (the replies of wm.predict's tools) in the step
 WM_TARGET_TOKENS = "wm/target_tokens"  # reply tokens predicted
 WM_CORRECT_TOKENS = "wm/correct_tokens"  # ... of which right (world_model_forward's metrics)
 WM_GATE_OPEN = "wm/gate_open"  # share of reply tokens an entropy gate let through (wm.gate_quantile)
@@ -87,8 +87,8 @@ WARN_POLICY_DOMINATES = "warnings/policy_dominates"
 WARN_WM_DOMINATES = "warnings/wm_dominates"
 
 # ==== validation rows: the policy plays a fixed task set =================================================
-VAL = "val"  # fresh customers of the training companies
-HELDOUT = "heldout"  # companies training never drew from
+VAL = "val"  # the world's validation tasks: new instances of the training distribution
+HELDOUT = "heldout"  # the world's held-out split (World.heldout_split), never trained on
 
 
 def is_complete(run_dir) -> bool:
@@ -122,7 +122,7 @@ VALIDATION_EPISODES = "episodes"  # per episode, the fields lfo_cli.train.callba
 
 
 def metric(prefix: str, name: str) -> str:
-    """A validation metric under a prefix: ``metric(HELDOUT, PROBE_RATE)`` -> ``"heldout/probe_rate"``."""
+    """A validation metric under a prefix: ``metric(HELDOUT, SUCCESS)`` -> ``"heldout/success"``."""
     return f"{prefix}/{name}"
 
 
@@ -146,14 +146,14 @@ FORM_HOLDS_NAMED = "form_holds_named"  # share of probed episodes whose form hol
 FORM_SIZE = "form_size"  # fields in the submitted form (lfo_cli.env.specificity)
 EXCEPTION_FIELD_OWN = "exception_field_own"  # form holds an exception field when its department is called
 EXCEPTION_FIELD_OTHER = "exception_field_other"  # ... when another department of the company is called
-WM_SEMANTIC_ACC = "wm_semantic_acc"  # (VAL only) the world model names the fields an exception department needs
+WM_SEMANTIC_ACC = "wm_semantic_acc"  # (VAL only) generated replies judged as the real ones (World.semantic_probe)
 
 VAL_PREFIX = f"{VAL}/"
 HELDOUT_PREFIX = f"{HELDOUT}/"
 VAL_SUCCESS = metric(VAL, SUCCESS)
 VAL_SUCCESS_AT = success_at(VAL, "")  # + difficulty
 VAL_SUCCESS_D1 = success_at(VAL, 1)
-VAL_SUCCESS_D2 = success_at(VAL, 2)  # the company exceptions that only the rep's replies reveal
+VAL_SUCCESS_D2 = success_at(VAL, 2)
 VAL_TURNS = metric(VAL, TURNS)
 VAL_VALID_TOOL_CALL_RATE = metric(VAL, VALID_TOOL_CALL_RATE)
 VAL_FIRST_CALL_RIGHT = metric(VAL, FIRST_CALL_RIGHT)
@@ -177,7 +177,7 @@ HELDOUT_PROBE_RATE = metric(HELDOUT, PROBE_RATE)
 # summary.json: the final evaluation vs step 0 (the warm start) on the same episodes, paired
 def vs_start_key(prefix: str, stat: str, difficulty: int | None = None, skill: str | None = None) -> str:
     """``vs_start_key(VAL, MEAN_DIFF)`` -> ``"val/vs_start/mean_diff"``; per difficulty ``"val/vs_start/d2/mean_diff"``;
-    a world's sub-skill (``World.paired_skills``) in place of success ``"val/vs_start/first_call_right/mean_diff"``
+    a world's sub-skill (``World.paired_skills``) in place of success ``"val/vs_start/SKILL/mean_diff"``
     (its start and final rates under START_SUCCESS and FINAL_SUCCESS too)."""
     parts = [prefix, "vs_start"] + ([skill] if skill else []) + ([f"d{difficulty}"] if difficulty is not None else [])
     return "/".join([*parts, stat])

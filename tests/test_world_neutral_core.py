@@ -28,7 +28,8 @@ CORE = ("train", "models", "report", "eval", "run_record.py")
 # file -> why it may still name the customer-service world
 ALLOWED = {
     "run_record.py": "the customer-service world's metric names (first call, auth before call, department order, "
-                     "form specificity) are still constants here, read by the report; they are to come from the world",
+                     "probes, form specificity): the report reads every key through run_record "
+                     "(tests/test_run_record.py), the observation study's report these too",
     "report/study.py": "the observation and reading studies' report: their declared questions are about this world's "
                        "company exceptions; the wording is to come from the world",
     "report/declared.py": "its docstring's example declaration is the reading study's (env.probe_bonus, departments)",
