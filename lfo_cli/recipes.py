@@ -5,8 +5,8 @@ A recipe file ``recipes/NAME.yaml``: ``base: dual_lora_micro`` (optional: the re
 
 Resolution: follow the ``base`` chain to its root, deep-merge each delta over it (mappings merge,
 everything else replaces), apply ``--set a.b=value`` overrides (values parsed as YAML scalars), then
-build the dataclass registered for ``kind``. The dataclass defaults are the root defaults (a nested
-section's are its field's default), so a recipe only lists what differs. Unknown keys, wrong types and out-of-range values raise
+build the dataclass registered for ``kind``. The dataclass defaults are the root defaults (a nested section's are
+its field's default), so a recipe only lists what differs. Unknown keys, wrong types and out-of-range values raise
 :class:`LfoError` with the recipe name and the dotted key; the CLI prints that one line and exits 2.
 """
 
@@ -65,6 +65,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          added_later={"trainer.rollout_dropout": True}),  # before the option, rollouts were sampled with dropout
     Kind("warmstart", "lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart",
          "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)"),
+    Kind("wmil", "lfo_cli.wmil.config:WMILConfig", "lfo_cli.wmil.trainer:run_recipe", "WMIL (lfo_cli/wmil)"),
 )}
 
 
@@ -95,10 +96,10 @@ def recipe_descriptions(recipe_dir: Path = RECIPE_DIR) -> dict[str, str]:
 
 
 def recipe_path(name: str, recipe_dir: Path = RECIPE_DIR) -> Path:
-    """A name (``dual_lora``) resolves in ``recipes/``; anything with a suffix or slash is a path."""
-    if name.endswith((".yaml", ".yml")) or "/" in name:
-        path = Path(name)
-    else:
+    """A name (``dual_lora``, ``wmil/key_door_ppo``) resolves in ``recipes/``; a name with a suffix is a path, and
+    one with a slash too when such a file exists."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) or "/" in name else recipe_dir / f"{name}.yaml"
+    if not path.is_file() and not path.suffix:
         path = recipe_dir / f"{name}.yaml"
     if not path.is_file():
         known = available_recipes(recipe_dir)

@@ -44,7 +44,10 @@ def _load_yaml(path: Path | None) -> dict:
         return {}
     if not path.is_file():
         raise LfoError(f"{path}: config file not found")
-    return read_yaml_mapping(path, what="WMIL config", shape=" of WMILConfig fields")
+    data = read_yaml_mapping(path, what="WMIL config", shape=" of WMILConfig fields")
+    if data.get("kind", "wmil") != "wmil":  # a recipe file (recipes/wmil/) names its kind: `lfo train` reads it too
+        raise LfoError(f"{path}: kind {data['kind']!r} is not a WMIL config (kind: wmil)")
+    return {k: v for k, v in data.items() if k != "kind"}
 
 
 @handle_errors

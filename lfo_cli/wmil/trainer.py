@@ -28,6 +28,7 @@ from lfo_cli.io import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_jsonl,
+    atomic_write_text,
     read_json,
     run_metadata,
 )
@@ -257,7 +258,7 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
         if saved != cfg.to_dict():
             diff = sorted(k for k in saved if saved.get(k) != cfg.to_dict().get(k))
             raise LfoError(f"--resume: options differ from the run in {out} ({', '.join(diff)}); resume with the same options")
-    elif out.exists() and any(out.iterdir()):
+    elif out.exists() and any(p.name not in _RUN_RECORD for p in out.iterdir()):
         if not force:
             raise LfoError(f"{out} is not empty (use --resume to continue it or --force to overwrite)")
         shutil.rmtree(out)
@@ -314,6 +315,18 @@ def train(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False, force: 
     if not stopped_early:
         trainer.save_checkpoint()
     return finish_run(trainer, rows, quiet=quiet, stopped_early=stopped_early)
+
+
+# What `lfo train` (lfo_cli.train.run.Run) writes into a run dir before the kind's runner starts.
+_RUN_RECORD = (rr.RECIPE_FILE, rr.RUN_FILE)
+
+
+def run_recipe(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False) -> dict:
+    """The ``wmil`` recipe kind's runner (`lfo train --recipe wmil/NAME`): :func:`train`, then the run marked
+    complete (a finished run is never modified: resuming it is refused); the figures `lfo wmil train --json` prints."""
+    summary = train(cfg, out_dir, resume=resume)
+    atomic_write_text(Path(out_dir) / rr.COMPLETE_MARKER, "")
+    return {k: summary[k] for k in ("task", "steps", "final", "checks", "eval", "num_parameters")}
 
 
 def training_checks(rows: list[dict]) -> dict:

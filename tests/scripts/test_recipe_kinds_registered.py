@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_kind_resolves_in_a_fresh_process_without_a_registering_import():
     code = ("import sys; from lfo_cli import recipes\n"
             "names = recipes.recipe_descriptions(); assert 'trl' not in sys.modules, 'listing recipes imported TRL'\n"
-            "kinds = {recipes.load_recipe(n).kind for n in ('dual_lora_micro', 'warmstart_micro')}\n"
+            "kinds = {recipes.load_recipe(n).kind for n in ('dual_lora_micro', 'warmstart_micro', 'wmil/key_door_ppo')}\n"
             "assert kinds == set(recipes.KINDS), kinds\n"
             "for k in recipes.KINDS.values(): assert callable(k.run_function()), k.name\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -29,6 +29,6 @@ def test_an_unknown_kind_names_the_table():
     try:
         recipes.recipe_from_mapping({"kind": "ppo"}, name="x")
     except LfoError as exc:
-        assert str(exc) == "recipe 'x': 'kind' must be one of grpo, warmstart, got 'ppo'"
+        assert str(exc) == "recipe 'x': 'kind' must be one of grpo, warmstart, wmil, got 'ppo'"
     else:
         raise AssertionError("an unknown kind was accepted")

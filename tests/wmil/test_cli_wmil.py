@@ -101,3 +101,26 @@ def test_every_config_field_is_an_option_and_reaches_the_config(tmp_path):
     cfg = json.loads((out / "config.json").read_text())
     assert (cfg["gamma"], cfg["clip_eps"], cfg["reward_weights"], cfg["curriculum"]) == (0.5, 0.3, [1.0, 0.5, 0.0], True)
     assert cfg["num_actions"] == WMILConfig().num_actions  # what is not given keeps the dataclass default
+
+
+def test_a_wmil_recipe_runs_through_lfo_train_and_its_finished_run_is_left_as_it_is(tmp_path):
+    """`kind: wmil` is a recipe kind: `lfo train --recipe wmil/NAME` resolves it with the recipes' loader and
+    overrides, runs WMIL's trainer in the run dir `lfo train` lays out, and marks the run complete; `lfo wmil train
+    --config` reads the same file."""
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["train", "--recipe", "wmil/mvp_pattern_echo", "--seed", "2", "--out", str(out), "--json",
+                              "--set", "steps=20", "--set", "log_every=10", "--set", "save_every=20",
+                              "--set", "num_envs=4", "--set", "eval_episodes=4"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output[res.output.index("{\n"):])["steps"] == 20
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["seed"], cfg["steps"], cfg["task"]) == (2, 20, "pattern_echo")
+    assert (out / "recipe.yaml").is_file() and (out / "summary.json").is_file() and (out / ".complete").is_file()
+    before = (out / "summary.json").read_bytes()
+    res = runner.invoke(app, ["train", "--resume", str(out)])
+    assert res.exit_code == 0 and "is complete" in res.output and (out / "summary.json").read_bytes() == before
+    res = runner.invoke(app, ["train", "--recipe", "wmil/mvp_pattern_echo", "--set", "stepz=3", "--out", str(tmp_path / "b")])
+    assert res.exit_code == 2 and "did you mean 'steps'" in res.output
+    (tmp_path / "grpo.yaml").write_text("kind: grpo\nsteps: 3\n")
+    res = runner.invoke(app, ["wmil", "train", "--config", str(tmp_path / "grpo.yaml"), "--out", str(tmp_path / "c")])
+    assert res.exit_code == 2 and "not a WMIL config" in res.output
