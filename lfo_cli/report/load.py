@@ -6,7 +6,7 @@ Two kinds of run dir are read (the formats are owned by their writers; see docs/
   ``metrics.jsonl`` (rows with ``step``, ``tasks_seen`` and prefixed metrics) + ``summary.json``
   (``status``) and optionally ``transfer_eval*.json``; where none covers the world's held-out split, the run's
   own last held-out evaluation (``heldout/success``, ``eval.heldout_tasks``) stands for transfer;
-- **WMIL** (``lfo wmil train``): ``config.json`` (with ``task``) + ``metrics.jsonl`` (``step``,
+- **WMIL** (``lfo wmil train``, or ``lfo train`` with a ``kind: wmil`` recipe): ``config.json`` (with ``task``) + ``metrics.jsonl`` (``step``,
   ``charts/success``, ``charts/env_steps``, ...) + ``summary.json``.
 
 A run's *condition* is its resolved config minus its RNG seed and pure bookkeeping keys (logging and
@@ -194,14 +194,15 @@ def read_run(path: Path) -> Run:
     summary = read_json(path / rr.SUMMARY_FILE) if (path / rr.SUMMARY_FILE).is_file() else {}
     if not isinstance(summary, dict):
         summary = {}
-    if (path / rr.WMIL_CONFIG_FILE).is_file() and not (path / rr.RUN_FILE).is_file():
+    meta = read_json(path / rr.RUN_FILE) if (path / rr.RUN_FILE).is_file() else {}
+    # a WMIL run: `lfo wmil train`'s, or `lfo train --recipe wmil/...`'s (run.json then says its kind)
+    if (path / rr.WMIL_CONFIG_FILE).is_file() and (not meta or (isinstance(meta, dict) and meta.get("kind") == "wmil")):
         cfg = read_json(path / rr.WMIL_CONFIG_FILE)
         if not isinstance(cfg, dict) or "task" not in cfg:
             raise LfoError(f"{path}/{rr.WMIL_CONFIG_FILE}: not a WMIL config (no 'task')")
         status = "complete" if summary else "incomplete"
-        meta = read_json(path / rr.RUN_METADATA_FILE) if (path / rr.RUN_METADATA_FILE).is_file() else {}
-        return Run(path, "wmil", cfg.get("seed"), flatten(cfg), status, rows, summary, commit=_commit(meta))
-    meta = read_json(path / rr.RUN_FILE) if (path / rr.RUN_FILE).is_file() else {}
+        wmil_meta = read_json(path / rr.RUN_METADATA_FILE) if (path / rr.RUN_METADATA_FILE).is_file() else {}
+        return Run(path, "wmil", cfg.get("seed"), flatten(cfg), status, rows, summary, commit=_commit(wmil_meta))
     cfg: Any = None
     if (path / rr.RECIPE_FILE).is_file():
         try:

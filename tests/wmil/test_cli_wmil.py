@@ -116,6 +116,10 @@ def test_a_wmil_recipe_runs_through_lfo_train_and_its_finished_run_is_left_as_it
     cfg = json.loads((out / "config.json").read_text())
     assert (cfg["seed"], cfg["steps"], cfg["task"]) == (2, 20, "pattern_echo")
     assert (out / "recipe.yaml").is_file() and (out / "summary.json").is_file() and (out / ".complete").is_file()
+    from lfo_cli.report.load import read_run
+
+    run = read_run(out)  # the report reads it as `lfo wmil train`'s runs: by its config.json, no `kind` condition
+    assert run.kind == "wmil" and run.status == "complete" and "kind" not in run.config and run.seed == 2
     before = (out / "summary.json").read_bytes()
     res = runner.invoke(app, ["train", "--resume", str(out)])
     assert res.exit_code == 0 and "is complete" in res.output and (out / "summary.json").read_bytes() == before
