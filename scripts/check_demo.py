@@ -139,6 +139,7 @@ def run_demo(venv: Path | None, log: Path, seed: int | None = None, loaded: bool
         env["PYTHONPATH"] = str(clone)
     hog = cpu_hog() if loaded and not external_load else None
     times = {}
+    log.parent.mkdir(parents=True, exist_ok=True)
     try:
         for target in ("install", "demo"):  # the venv's output apart: pip's lines depend on the machine's pip config
             path = log if target == "demo" else log.with_name(log.name + ".install")
@@ -162,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="clone HEAD, build its venv and run `make demo`, then check it")
     r.add_argument("--venv", type=Path, default=None, help="reuse this venv (default: the clone builds its own)")
     r.add_argument("--seed", type=int, default=None, help="the demo's training seed (default: its recipe's)")
-    r.add_argument("--log", type=Path, default=Path("demo_check.log"),
-                   help="where make demo's output goes (make install's: LOG.install)")
+    r.add_argument("--log", type=Path, default=Path("reports/demo_check.log"),
+                   help="where make demo's output goes (make install's: LOG.install); reports/ is not tracked")
     r.add_argument("--loaded", action="store_true", help="run one CPU-bound process beside the demo (bound: "
                    f"{MAX_MINUTES_LOADED:g} min)")
     r.add_argument("--external-load", action="store_true", help="with --loaded: one CPU-bound job is already "
