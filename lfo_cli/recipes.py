@@ -98,8 +98,8 @@ def recipe_descriptions(recipe_dir: Path = RECIPE_DIR) -> dict[str, str]:
 def recipe_path(name: str, recipe_dir: Path = RECIPE_DIR) -> Path:
     """A name (``dual_lora``, ``wmil/key_door_ppo``) resolves in ``recipes/``; a name with a suffix is a path, and
     one with a slash too when such a file exists."""
-    path = Path(name) if name.endswith((".yaml", ".yml")) or "/" in name else recipe_dir / f"{name}.yaml"
-    if not path.is_file() and not path.suffix:
+    path = Path(name)
+    if not (name.endswith((".yaml", ".yml")) or ("/" in name and path.is_file())):
         path = recipe_dir / f"{name}.yaml"
     if not path.is_file():
         known = available_recipes(recipe_dir)

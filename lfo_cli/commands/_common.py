@@ -83,6 +83,15 @@ def dataclass_options(cls: type, *, names: Callable[[str], bool] = lambda name: 
     return params
 
 
+def with_options(command: Callable, params: list[inspect.Parameter]) -> Callable:
+    """``command`` (its own options, then ``**options``) with ``params`` (e.g. :func:`dataclass_options`) in place
+    of ``**options`` in the signature typer reads."""
+    sig = inspect.signature(command, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    command.__signature__ = sig.replace(parameters=[*own, *params])
+    return command
+
+
 def dataclass_values(cls: type, options: dict[str, Any]) -> dict[str, Any]:
     """The :func:`dataclass_options` a command was given (None: not given), as the fields' values."""
     hints = typing.get_type_hints(cls)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lfo_cli.commands._common import JsonOpt, dataclass_options, handle_errors, print_json
+from lfo_cli.commands._common import JsonOpt, dataclass_options, handle_errors, print_json, with_options
 from lfo_cli.errors import LfoError
 from lfo_cli.io import atomic_write_bytes, atomic_write_json, atomic_write_text, run_metadata
 from lfo_cli.progress import ProgressLog
@@ -74,16 +74,23 @@ def _progress(as_json: bool, opened: list):
 
 @handle_errors
 def gen_env(
-    *,
-    world: str = DEFAULT_KIND,
-    seed: int = 0,
-    output_dir: Path | None = None,
-    force: bool = False,
-    check: bool = False,
-    data_dir: Path | None = None,
-    report_dir: Path | None = None,
-    set_: list[str] | None = None,
-    json_: bool = False,
+    world: Annotated[str, typer.Option(
+        help="The world: customer_service, textworld (the textworld extra) or a plugin.")] = DEFAULT_KIND,
+    seed: Annotated[int, typer.Option("--seed", help="World seed (same seed, byte-identical files).")] = 0,
+    output_dir: Annotated[Path | None, typer.Option(
+        "--output-dir", help="Where to write the world \\[default: data; --world textworld: data_tw].",
+        rich_help_panel="Generation")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing world files.",
+                                        rich_help_panel="Generation")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Do not generate: load --data-dir and run the reference "
+                                                        "policies.", rich_help_panel=_CHECK)] = False,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="World to check \\[default: --output-dir].",
+                                                  rich_help_panel=_CHECK)] = None,
+    report_dir: Annotated[Path | None, typer.Option("--report-dir", help="Write the check as CSV + PNG + JSON here.",
+                                                    rich_help_panel=_CHECK)] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="KEY=VALUE", help="A world's option by its name (a plugin world's options).")] = None,
+    json_: JsonOpt = False,
     **world_options: Any,
 ) -> None:
     """Generate a world's files (customer_service: companies, tasks, manifest), or check a world with its reference
@@ -132,28 +139,7 @@ def gen_env(
         raise typer.Exit(1)
 
 
-_GENERIC = [
-    ("world", Annotated[str, typer.Option(help="The world: customer_service, textworld (the textworld extra) or a plugin.")]),
-    ("seed", Annotated[int, typer.Option("--seed", help="World seed (same seed, byte-identical files).")]),
-    ("output_dir", Annotated[Path | None, typer.Option(
-        "--output-dir", help="Where to write the world \\[default: data; --world textworld: data_tw].",
-        rich_help_panel="Generation")]),
-    ("force", Annotated[bool, typer.Option("--force", help="Overwrite existing world files.", rich_help_panel="Generation")]),
-    ("check", Annotated[bool, typer.Option("--check", help="Do not generate: load --data-dir and run the reference "
-                                                       "policies.", rich_help_panel=_CHECK)]),
-    ("data_dir", Annotated[Path | None, typer.Option("--data-dir", help="World to check \\[default: --output-dir].",
-                                                     rich_help_panel=_CHECK)]),
-    ("report_dir", Annotated[Path | None, typer.Option("--report-dir", help="Write the check as CSV + PNG + JSON here.",
-                                                       rich_help_panel=_CHECK)]),
-    ("set_", Annotated[list[str] | None, typer.Option(
-        "--set", metavar="KEY=VALUE", help="A world's option by its name (a plugin world's options).")]),
-    ("json_", JsonOpt),
-]
-_DEFAULTS = {"world": DEFAULT_KIND, "seed": 0, "output_dir": None, "force": False, "check": False, "data_dir": None,
-             "report_dir": None, "set_": None, "json_": False}
-gen_env.__signature__ = inspect.Signature(
-    [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=_DEFAULTS[name], annotation=tp)
-     for name, tp in _GENERIC] + _world_parameters())
+with_options(gen_env, _world_parameters())
 
 
 def _print_tables(rows: list[dict], report_dir: Path | None) -> None:

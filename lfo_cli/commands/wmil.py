@@ -6,14 +6,20 @@ Heavy imports (torch, pandas, matplotlib, scikit-learn) happen inside the comman
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from lfo_cli import run_record as rr
-from lfo_cli.commands._common import JsonOpt, dataclass_options, dataclass_values, handle_errors, print_json
+from lfo_cli.commands._common import (
+    JsonOpt,
+    dataclass_options,
+    dataclass_values,
+    handle_errors,
+    print_json,
+    with_options,
+)
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
 from lfo_cli.recipes import read_yaml_mapping
@@ -51,8 +57,17 @@ def _load_yaml(path: Path | None) -> dict:
 
 
 @handle_errors
-def train_cmd(*, config: Path | None = None, out: Path = Path("runs/wmil"), resume: bool = False, force: bool = False,
-              progress: bool = True, json_out: bool = False, **options) -> None:
+def train_cmd(
+    config: ConfigOpt = None,
+    out: Annotated[Path, typer.Option("--out", help="Run directory.", rich_help_panel=_RUN_PANEL)] = Path("runs/wmil"),
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.",
+                                         rich_help_panel=_RUN_PANEL)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a non-empty --out.", rich_help_panel=_RUN_PANEL)] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the rich progress bar.",
+                                           rich_help_panel=_RUN_PANEL)] = True,
+    json_out: JsonOpt = False,
+    **options,
+) -> None:
     """Train a baby model; writes metrics.jsonl/csv, checkpoints, figures, eval.json and summary.json."""
     from lfo_cli.wmil.trainer import train
 
@@ -65,20 +80,7 @@ def train_cmd(*, config: Path | None = None, out: Path = Path("runs/wmil"), resu
         print_json({k: summary[k] for k in ("task", "steps", "final", "checks", "eval", "num_parameters")})
 
 
-train_cmd.__signature__ = inspect.Signature([
-    inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigOpt),
-    inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=Path("runs/wmil"), annotation=Annotated[
-        Path, typer.Option("--out", help="Run directory.", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--force", help="Overwrite a non-empty --out.", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=True, annotation=Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Show the rich progress bar.", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=JsonOpt),
-    *dataclass_options(WMILConfig, panel=lambda f: _CONFIG_PANEL),
-])
-app.command("train")(train_cmd)
+app.command("train")(with_options(train_cmd, dataclass_options(WMILConfig, panel=lambda f: _CONFIG_PANEL)))
 
 
 RunDirArg = Annotated[Path, typer.Argument(help="A run directory written by `lfo wmil train`.")]
@@ -115,9 +117,21 @@ def _print_json_if(json_out: bool, result: dict) -> None:
 
 
 @handle_errors
-def ablate_cmd(*, seeds: int = 8, first_seed: int = 0, conditions: str = "wm,no_wm,kl_distill,random",
-               config: Path | None = None, out: Path = Path("runs/wmil_ablate"), force: bool = False,
-               json_out: bool = False, **options) -> None:
+def ablate_cmd(
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds per condition (paired across conditions).",
+                                       rich_help_panel=_RUN_PANEL)] = 8,
+    first_seed: Annotated[int, typer.Option("--first-seed", help="Seeds are first-seed .. first-seed+seeds-1.",
+                                            rich_help_panel=_RUN_PANEL)] = 0,
+    conditions: Annotated[str, typer.Option("--conditions", help="Comma list of wm, no_wm, kl_distill, random, reactive.",
+                                            rich_help_panel=_RUN_PANEL)] = "wm,no_wm,kl_distill,random",
+    config: ConfigOpt = None,
+    out: Annotated[Path, typer.Option("--out", help="Study directory (one run dir per condition and seed).",
+                                      rich_help_panel=_RUN_PANEL)] = Path("runs/wmil_ablate"),
+    force: Annotated[bool, typer.Option("--force", help="Recompute runs that already finished.",
+                                        rich_help_panel=_RUN_PANEL)] = False,
+    json_out: JsonOpt = False,
+    **options,
+) -> None:
     """WM vs no-WM and the baselines over paired seeds: mean, std, bootstrap 95% CI, paired tests. A condition sets
     its own wm_coef, kl_coef or context_window over the options given."""
     from lfo_cli.wmil.ablate import run_ablation
@@ -131,23 +145,8 @@ def ablate_cmd(*, seeds: int = 8, first_seed: int = 0, conditions: str = "wm,no_
         print_json(result)
 
 
-ablate_cmd.__signature__ = inspect.Signature([
-    inspect.Parameter("seeds", inspect.Parameter.KEYWORD_ONLY, default=8, annotation=Annotated[
-        int, typer.Option("--seeds", help="Seeds per condition (paired across conditions).", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("first_seed", inspect.Parameter.KEYWORD_ONLY, default=0, annotation=Annotated[
-        int, typer.Option("--first-seed", help="Seeds are first-seed .. first-seed+seeds-1.", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("conditions", inspect.Parameter.KEYWORD_ONLY, default="wm,no_wm,kl_distill,random", annotation=Annotated[
-        str, typer.Option("--conditions", help="Comma list of wm, no_wm, kl_distill, random, reactive.",
-                          rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigOpt),
-    inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=Path("runs/wmil_ablate"), annotation=Annotated[
-        Path, typer.Option("--out", help="Study directory (one run dir per condition and seed).", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--force", help="Recompute runs that already finished.", rich_help_panel=_RUN_PANEL)]),
-    inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=JsonOpt),
-    *dataclass_options(WMILConfig, names=lambda name: name != "seed", panel=lambda f: _CONFIG_PANEL),
-])
-app.command("ablate")(ablate_cmd)
+app.command("ablate")(with_options(ablate_cmd, dataclass_options(
+    WMILConfig, names=lambda name: name != "seed", panel=lambda f: _CONFIG_PANEL)))
 
 
 @app.command("tasks")

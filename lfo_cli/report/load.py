@@ -6,8 +6,8 @@ Two kinds of run dir are read (the formats are owned by their writers; see docs/
   ``metrics.jsonl`` (rows with ``step``, ``tasks_seen`` and prefixed metrics) + ``summary.json``
   (``status``) and optionally ``transfer_eval*.json``; where none covers the world's held-out split, the run's
   own last held-out evaluation (``heldout/success``, ``eval.heldout_tasks``) stands for transfer;
-- **WMIL** (``lfo wmil train``, or ``lfo train`` with a ``kind: wmil`` recipe): ``config.json`` (with ``task``) + ``metrics.jsonl`` (``step``,
-  ``charts/success``, ``charts/env_steps``, ...) + ``summary.json``.
+- **WMIL** (``lfo wmil train``, or ``lfo train`` with a ``kind: wmil`` recipe): ``config.json`` (with ``task``) +
+  ``metrics.jsonl`` (``step``, ``charts/success``, ``charts/env_steps``, ...) + ``summary.json``.
 
 A run's *condition* is its resolved config minus its RNG seed and pure bookkeeping keys (logging and
 checkpoint intervals). Runs with equal conditions are seeds of one condition; a condition is named
@@ -195,8 +195,10 @@ def read_run(path: Path) -> Run:
     if not isinstance(summary, dict):
         summary = {}
     meta = read_json(path / rr.RUN_FILE) if (path / rr.RUN_FILE).is_file() else {}
-    # a WMIL run: `lfo wmil train`'s, or `lfo train --recipe wmil/...`'s (run.json then says its kind)
-    if (path / rr.WMIL_CONFIG_FILE).is_file() and (not meta or (isinstance(meta, dict) and meta.get("kind") == "wmil")):
+    if not isinstance(meta, dict):
+        raise LfoError(f"{path}/{rr.RUN_FILE}: corrupt (not a JSON object)")
+    # a WMIL run: `lfo wmil train`'s (no run.json), or `lfo train --recipe wmil/...`'s (run.json says its kind)
+    if (path / rr.WMIL_CONFIG_FILE).is_file() and (not meta or meta.get("kind") == "wmil"):
         cfg = read_json(path / rr.WMIL_CONFIG_FILE)
         if not isinstance(cfg, dict) or "task" not in cfg:
             raise LfoError(f"{path}/{rr.WMIL_CONFIG_FILE}: not a WMIL config (no 'task')")
