@@ -6,6 +6,8 @@ Heavy imports (torch, pandas, matplotlib, scikit-learn) happen inside the comman
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from pathlib import Path
 from typing import Annotated
 
@@ -86,28 +88,30 @@ app.command("train")(with_options(train_cmd, dataclass_options(WMILConfig, panel
 RunDirArg = Annotated[Path, typer.Argument(help="A run directory written by `lfo wmil train`.")]
 
 
-@app.command("eval")
-@handle_errors
-def eval_cmd(run_dir: RunDirArg, episodes: Annotated[int, typer.Option(
-                 "--episodes", help="Episodes per difficulty level and policy.")] = 1024,
-             seed: Annotated[int, typer.Option("--seed", help="Seed of the evaluation episodes.")] = 0,
-             json_out: JsonOpt = False) -> None:
-    """Success, world-model MSE, entropy and per-difficulty success of a run vs the random policy."""
-    from lfo_cli.wmil.evaluate import run_eval
+def _analysis(name: str, runner: str, count: str, count_help: str, seed_help: str, doc: str) -> None:
+    """`lfo wmil NAME RUN_DIR --COUNT N --seed S [--json]`: ``runner`` ("module:function", imported when the
+    command runs) analyses a finished run and shows its tables, or returns them for ``--json``."""
 
-    _print_json_if(json_out, run_eval(run_dir, episodes=episodes, seed=seed, show=not json_out))
+    def command(run_dir: RunDirArg, **options) -> None:
+        json_out = options.pop("json_out")
+        module, function = runner.split(":")
+        run = getattr(importlib.import_module(module), function)
+        _print_json_if(json_out, run(run_dir, show=not json_out, **options))
+
+    command.__doc__ = doc
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    app.command(name)(with_options(handle_errors(command), [
+        inspect.Parameter(count, keyword, default=1024, annotation=Annotated[int, typer.Option(f"--{count}", help=count_help)]),
+        inspect.Parameter("seed", keyword, default=0, annotation=Annotated[int, typer.Option("--seed", help=seed_help)]),
+        inspect.Parameter("json_out", keyword, default=False, annotation=JsonOpt)]))
 
 
-@app.command("probe")
-@handle_errors
-def probe_cmd(run_dir: RunDirArg, samples: Annotated[int, typer.Option(
-                  "--samples", help="Episodes whose embeddings are probed.")] = 1024,
-              seed: Annotated[int, typer.Option("--seed", help="Seed of the probe episodes and the t-SNE.")] = 0,
-              json_out: JsonOpt = False) -> None:
-    """Linear-probe accuracy of state attributes from embeddings (trained vs untrained) + t-SNE plot."""
-    from lfo_cli.wmil.probe import run_probe
-
-    _print_json_if(json_out, run_probe(run_dir, samples=samples, seed=seed, show=not json_out))
+_analysis("eval", "lfo_cli.wmil.evaluate:run_eval", "episodes", "Episodes per difficulty level and policy.",
+          "Seed of the evaluation episodes.",
+          "Success, world-model MSE, entropy and per-difficulty success of a run vs the random policy.")
+_analysis("probe", "lfo_cli.wmil.probe:run_probe", "samples", "Episodes whose embeddings are probed.",
+          "Seed of the probe episodes and the t-SNE.",
+          "Linear-probe accuracy of state attributes from embeddings (trained vs untrained) + t-SNE plot.")
 
 
 def _print_json_if(json_out: bool, result: dict) -> None:

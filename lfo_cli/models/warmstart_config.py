@@ -14,7 +14,7 @@ from lfo_cli.errors import LfoError
 from lfo_cli.models.prompts import tool_methods
 from lfo_cli.worlds import DEFAULT_KIND, WorldChoice, kinds, world_class
 from lfo_cli.worlds.noise import TeacherNoise
-from lfo_cli.worlds.settings import extend, fit_section, recipe_kind
+from lfo_cli.worlds.settings import WorldRecipe, extend, fit_section
 
 
 @dataclass
@@ -204,24 +204,18 @@ class EvalSection:
 
 
 @dataclass
-class WarmStartConfig:
+class WarmStartConfig(WorldRecipe):
     """Recipe kind ``warmstart``: SFT on noisy reference-policy trajectories, then evaluation."""
 
-    seed: int = field(default=0, metadata={"help": "Seeds data noise, initialisation order, shuffling and sampling."})
     model: ModelSection = field(default_factory=ModelSection)
     env: EnvSection = field(default_factory=EnvSection)
     data: DataSection = field(default_factory=DataSection)
     train: TrainSection = field(default_factory=TrainSection)
     eval: EvalSection = field(default_factory=EvalSection)
-
-    @classmethod
-    def section_types(cls, data: dict) -> dict[str, type]:
-        """The sections a recipe's ``env.kind`` decides (recipe loading: :func:`lfo_cli.recipes.build_config`)."""
-        return world_sections(recipe_kind(data))
+    world_sections = staticmethod(world_sections)
 
     def __post_init__(self) -> None:
-        if self.seed < 0:
-            raise LfoError(f"seed must be >= 0, got {self.seed}")
+        super().__post_init__()
         for name, cls in (("model", ModelSection), ("env", EnvSection), ("data", DataSection), ("train", TrainSection),
                           ("eval", EvalSection)):
             if isinstance(getattr(self, name), dict):

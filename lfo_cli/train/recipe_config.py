@@ -20,7 +20,7 @@ from lfo_cli.train.adapters import LoraSettings
 from lfo_cli.train.config import DualLoRAConfig
 from lfo_cli.train.wm_settings import WorldModelSettings
 from lfo_cli.worlds import DEFAULT_KIND, WorldChoice, world_class
-from lfo_cli.worlds.settings import extend, fit_section, recipe_kind
+from lfo_cli.worlds.settings import WorldRecipe, extend, fit_section
 
 
 @dataclass
@@ -182,8 +182,7 @@ class EvalSection:
 
 
 @dataclass
-class TrainConfig:
-    seed: int = field(default=0, metadata={"help": "Seeds python, numpy, torch (transformers.set_seed) and the env."})
+class TrainConfig(WorldRecipe):
     model: ModelSection = field(default_factory=ModelSection)
     lora: LoraSettings = field(default_factory=LoraSettings)
     wm: WorldModelSettings = field(default_factory=WorldModelSettings)
@@ -195,13 +194,10 @@ class TrainConfig:
     )
     # `lfo train --explain trainer.KEY` reads the field's type, default and help from TRL's own config
     explain_sections: ClassVar[dict[str, type]] = {"trainer": DualLoRAConfig}
-
-    @classmethod
-    def section_types(cls, data: dict) -> dict[str, type]:
-        """The sections a recipe's ``env.kind`` decides (recipe loading: :func:`lfo_cli.recipes.build_config`)."""
-        return world_sections(recipe_kind(data))
+    world_sections = staticmethod(world_sections)
 
     def __post_init__(self):
+        super().__post_init__()
         sections = world_sections(self.env.kind)
         self.data = fit_section(self.data, sections["data"], "data")
         self.env = fit_section(self.env, sections["env"], "env")
@@ -216,8 +212,6 @@ class TrainConfig:
                 hint = difflib.get_close_matches(key, sorted(known), n=1)
                 raise LfoError(f"unknown key 'trainer.{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
             self.trainer[key] = coerce(self.trainer[key], hints.get(key, Any), f"trainer.{key}")
-        if self.seed < 0:
-            raise LfoError(f"seed must be >= 0, got {self.seed}")
         world = world_class(self.env.kind)
         if self.wm.predict is None:  # the world's default, recorded by its name
             self.wm = dataclasses.replace(self.wm, predict=next(iter(world.predict_tools)))

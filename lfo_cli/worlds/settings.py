@@ -19,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import typing
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from lfo_cli.errors import LfoError
 from lfo_cli.worlds.registry import DEFAULT_KIND
@@ -45,6 +47,26 @@ def extend(base: type, extra: type | None) -> type:
         extra.__name__, [], bases=(extra, base),
         namespace={"__post_init__": __post_init__, "__module__": extra.__module__,
                    "__doc__": f"{base.__name__} with the {extra.__name__} of its world."})
+
+
+@dataclass
+class WorldRecipe:
+    """The head of a recipe kind that runs on a world (``grpo``, ``warmstart``): its seed, and the sections the
+    recipe's ``env.kind`` decides (``world_sections(kind)``, which recipe loading reads through
+    :meth:`section_types`: :func:`lfo_cli.recipes.build_config`)."""
+
+    seed: int = field(default=0, metadata={
+        "help": "Seeds python, numpy and torch (transformers.set_seed): initialisation, the world's draws and noise, "
+                "shuffling and sampling."})
+    world_sections: ClassVar[Callable[[str], dict[str, type]]]
+
+    @classmethod
+    def section_types(cls, data: dict) -> dict[str, type]:
+        return cls.world_sections(recipe_kind(data))
+
+    def __post_init__(self) -> None:
+        if self.seed < 0:
+            raise LfoError(f"seed must be >= 0, got {self.seed}")
 
 
 def recipe_kind(data: dict) -> str:

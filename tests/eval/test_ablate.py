@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import signal
@@ -21,6 +20,9 @@ from lfo_cli.ablate.grid import cell_argv, load_grid
 from lfo_cli.ablate.runner import Lock, is_complete, run_grid
 from lfo_cli.cli import app
 from lfo_cli.errors import LfoError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run_files import rows_by  # noqa: E402
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -61,11 +63,6 @@ def _grid(tmp_path: Path, **extra) -> Path:
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def _rows(runs: Path) -> dict[str, dict]:
-    with (runs / "runs.csv").open(newline="") as fh:
-        return {r["cell_id"]: r for r in csv.DictReader(fh)}
 
 
 def _starts(runs: Path) -> list[str]:
@@ -166,7 +163,7 @@ def test_failed_cell_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
     status = {r.cell.cell_id: (r.status, r.exit_code) for r in records}
     assert status == {"coef-0__s0": ("complete", 0), "coef-0__s1": ("failed", 3),
                       "coef-0.5__s0": ("complete", 0), "coef-0.5__s1": ("failed", 3)}
-    rows = _rows(runs)
+    rows = rows_by(runs / "runs.csv", "cell_id")
     assert rows["coef-0__s1"]["status"] == "failed" and rows["coef-0__s1"]["exit_code"] == "3"
     log = Path(rows["coef-0__s1"]["log"])
     assert "boom" in log.read_text() and "trainer.max_steps=2" in log.read_text()
@@ -180,7 +177,7 @@ def test_failed_cell_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
     assert all(r.status == "complete" for r in records)
     assert sorted(_starts(runs)) == sorted(["coef-0__s0", "coef-0__s1", "coef-0.5__s0", "coef-0.5__s1",
                                             "coef-0__s1", "coef-0.5__s1"])
-    assert "log" in _rows(runs)["coef-0__s1"] and "=== " in log.read_text()
+    assert "log" in rows_by(runs / "runs.csv", "cell_id")["coef-0__s1"] and "=== " in log.read_text()
 
 
 def test_exit_zero_without_summary_is_not_complete(tmp_path, monkeypatch):
@@ -240,7 +237,7 @@ def test_kill_ablate_and_rerun_finishes_only_the_missing_cells(tmp_path):
     running = None
     while time.monotonic() < deadline:
         if (runs / "runs.csv").exists():
-            rows = _rows(runs)
+            rows = rows_by(runs / "runs.csv", "cell_id")
             done = [c for c, r in rows.items() if r["status"] == "complete"]
             running = [c for c, r in rows.items() if r["status"] == "running"]
             if len(done) == 2 and running and (runs / running[0] / "pid").exists():
@@ -267,9 +264,9 @@ def test_kill_ablate_and_rerun_finishes_only_the_missing_cells(tmp_path):
     assert json.loads(out.stdout)["counts"] == {"complete": 4}
     second = _starts(runs)[len(first):]
     # only the killed cell and the never-started one ran again
-    assert sorted(second) == sorted([running[0]] + [c for c in _rows(runs) if c not in first])
+    assert sorted(second) == sorted([running[0]] + [c for c in rows_by(runs / "runs.csv", "cell_id") if c not in first])
     assert len(second) == 2
-    assert all(r["status"] == "complete" for r in _rows(runs).values())
+    assert all(r["status"] == "complete" for r in rows_by(runs / "runs.csv", "cell_id").values())
 
 
 def test_parallel_cells_share_the_cores(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import csv
 import gzip
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from lfo_cli.errors import LfoError
 from lfo_cli.report.build import build_report
 from lfo_cli.report.plan import load_plan
 from lfo_cli.stats import holm
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run_files import rows_by, write_training_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,8 +51,6 @@ def _run(root: Path, name: str, seed: int, cfg_extra: dict, gain: float, start: 
     for k, v in cfg_extra.items():
         section, key = k.split(".")
         cfg[section][key] = v
-    (run / "recipe.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    (run / "run.json").write_text(json.dumps({"seed": seed, "config": cfg, "kind": "grpo"}))
     wobble = 0.01 * (seed % 3)
     rows = []
     for i, step in enumerate((0, 30, 60, 90)):
@@ -67,8 +69,7 @@ def _run(root: Path, name: str, seed: int, cfg_extra: dict, gain: float, start: 
             (run / "validation" / f"heldout_step_{step}.json.gz").write_bytes(gzip.compress(text.encode()))
         else:
             (run / "validation" / f"heldout_step_{step}.json").write_text(text)
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "summary.json").write_text(json.dumps({"status": "complete", "steps": 90}))
+    write_training_run(run, cfg, rows)
 
 
 @pytest.fixture()
@@ -84,15 +85,10 @@ def study(tmp_path):
     return root
 
 
-def _rows(path: Path) -> dict[str, dict]:
-    with path.open(newline="") as fh:
-        return {r["arm"]: r for r in csv.DictReader(fh)}
-
-
 def test_declared_comparisons_have_the_known_answers(study, tmp_path):
     out = tmp_path / "report"
     summary = build_report([study], out)
-    rows = _rows(out / "declared_comparisons.csv")
+    rows = rows_by(out / "declared_comparisons.csv", "arm")
     assert set(rows) == {"bonus", "shared"}
     bonus, shared = rows["bonus"], rows["shared"]
     assert int(bonus["pairs"]) == 8 and float(bonus["primary_diff"]) == pytest.approx(0.065, abs=0.006)
@@ -149,12 +145,12 @@ def test_the_auc_statistic_sees_a_control_that_only_slows_learning(tmp_path):
             "arms": {"baseline": {"env.probe_bonus": 0}, "slow": {"env.probe_bonus": 0.2}}}
     (root / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     build_report([root], tmp_path / "final")
-    final = _rows(tmp_path / "final" / "declared_comparisons.csv")["slow"]
+    final = rows_by(tmp_path / "final" / "declared_comparisons.csv", "arm")["slow"]
     assert float(final["primary_low"]) < 0 < float(final["primary_high"])
     assert "lacked power" in (tmp_path / "final" / "index.md").read_text()
     (root / "plan.yaml").write_text(yaml.safe_dump({**plan, "statistic": "auc"}, sort_keys=False))
     build_report([root], tmp_path / "auc")
-    auc = _rows(tmp_path / "auc" / "declared_comparisons.csv")["slow"]
+    auc = rows_by(tmp_path / "auc" / "declared_comparisons.csv", "arm")["slow"]
     # trapezoid over 4 equally spaced points: (y0/2 + y1 + y2 + y3/2) / 3 -> 0.15 x ((0.2 + 0.4 + 0.5) - (0.5 + 0.8 + 0.5)) / 3
     assert float(auc["primary_diff"]) == pytest.approx(0.15 * (1.1 - 1.8) / 3, abs=0.002)
     assert float(auc["primary_high"]) < 0
@@ -180,7 +176,7 @@ def test_a_control_seen_only_before_holm_says_so(study, tmp_path):
         run.rmdir()
         _run(study, f"bonus_s{s}", s, {"env.probe_bonus": 0.2}, gain=0.15 + (0.0 if s % 2 else 0.03))
     build_report([study], tmp_path / "report")
-    bonus = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    bonus = rows_by(tmp_path / "report" / "declared_comparisons.csv", "arm")["bonus"]
     assert float(bonus["primary_low"]) > 0 and 0.05 <= float(bonus["ttest_p_holm"]) < 0.1
     index = (tmp_path / "report" / "index.md").read_text()
     line = next(x for x in index.splitlines() if x.startswith("- Declared comparison: bonus: "))
@@ -206,10 +202,10 @@ def test_holms_family_is_every_declared_arm_and_unusable_runs_are_left_out(study
     rows = [json.loads(line) for line in (study / "bonus_s6" / "metrics.jsonl").read_text().splitlines()]
     (study / "bonus_s6" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] != 60))
     build_report([study], tmp_path / "final")  # the last evaluation: bonus_s6's is at the same tasks seen, kept
-    assert int(_rows(tmp_path / "final" / "declared_comparisons.csv")["bonus"]["pairs"]) == 7
+    assert int(rows_by(tmp_path / "final" / "declared_comparisons.csv", "arm")["bonus"]["pairs"]) == 7
     (study / "plan.yaml").write_text(yaml.safe_dump({**PLAN, "statistic": "auc"}, sort_keys=False))
     build_report([study], tmp_path / "report")  # the mean over the run: over other evaluations, left out
-    rows = _rows(tmp_path / "report" / "declared_comparisons.csv")
+    rows = rows_by(tmp_path / "report" / "declared_comparisons.csv", "arm")
     bonus, shared = rows["bonus"], rows["shared"]
     assert int(bonus["pairs"]) == 6 and int(bonus["pairs_dropped"]) == 1
     assert int(shared["pairs"]) == 1 and shared["ttest_p_holm"] == ""
@@ -228,7 +224,7 @@ def test_a_declared_arm_without_finished_runs_is_said_and_counted(study, tmp_pat
     index = (tmp_path / "report" / "index.md").read_text()
     assert "over the 3 declared arm(s)" in index and "1 unfinished run(s) are left out" in index
     assert "- Declared comparison: ghost: no finished run to compare; it counts as p = 1 in Holm's family." in index
-    bonus = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    bonus = rows_by(tmp_path / "report" / "declared_comparisons.csv", "arm")["bonus"]
     raw = sorted([float(bonus["ttest_p"]), 1.0, 1.0])  # bonus is the smallest of three: x3
     assert float(bonus["ttest_p_holm"]) == pytest.approx(min(1.0, 3 * raw[0]))
 
@@ -246,7 +242,7 @@ def test_identical_or_shifted_pairs_get_a_test_or_say_why_not(tmp_path, n, shift
     plan = {**PLAN, "arms": {"baseline": PLAN["arms"]["baseline"], "bonus": PLAN["arms"]["bonus"]}}
     (root / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     build_report([root], tmp_path / "report")
-    bonus = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    bonus = rows_by(tmp_path / "report" / "declared_comparisons.csv", "arm")["bonus"]
     index = (tmp_path / "report" / "index.md").read_text()
     assert f"bonus: {verdict}" in index
     if shift:
@@ -348,7 +344,7 @@ def test_a_declared_equivalence_margin_gets_tost_per_arm(tmp_path, wobble, shift
             "equivalence_margin": 0.03, "arms": {"baseline": PLAN["arms"]["baseline"], "bonus": PLAN["arms"]["bonus"]}}
     (root / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     build_report([root], tmp_path / "report")
-    row = _rows(tmp_path / "report" / "declared_comparisons.csv")["bonus"]
+    row = rows_by(tmp_path / "report" / "declared_comparisons.csv", "arm")["bonus"]
     from lfo_cli.eval.comparison import tost_paired
 
     diffs = [(0.15 + shift + (1 if s % 2 else -1) * wobble * (1 + s / 8)) - 0.15 for s in SEEDS]
