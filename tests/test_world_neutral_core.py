@@ -27,11 +27,9 @@ CORE = ("train", "models", "report", "eval", "run_record.py")
 
 # file -> why it may still name the customer-service world
 ALLOWED = {
-    "run_record.py": "the customer-service world's metric names (first call, auth before call, department order, "
-                     "probes, form specificity): the report reads every key through run_record "
-                     "(tests/test_run_record.py), the observation study's report these too",
-    "report/study.py": "the observation and reading studies' report: their declared questions are about this world's "
-                       "company exceptions; the wording is to come from the world",
+    "run_record.py": "it spells every key a run holds once, the customer-service world's measures too (first call, "
+                     "auth before call, department order, probes, form specificity): the world and the report both "
+                     "read them through it (tests/test_run_record.py)",
     "report/declared.py": "its docstring's example declaration is the reading study's (env.probe_bonus, departments)",
     "models/warmstart_config.py": "train.reply_loss_tools defaults to make_phone_call: cached warm starts' keys hold "
                                   "that default",

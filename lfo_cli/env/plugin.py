@@ -33,7 +33,7 @@ from lfo_cli.env.world import SPLITS, WorldData
 from lfo_cli.env.world_files import GENERATOR_VERSION, MANIFEST_FILE, load_world, world_fingerprint
 from lfo_cli.errors import LfoError
 from lfo_cli.io import read_json
-from lfo_cli.worlds.base import Example, SemanticProbe, TaskPools, World
+from lfo_cli.worlds.base import Example, SemanticProbe, StudyWords, TaskPools, World
 from lfo_cli.worlds.tasks import stratified_tasks
 
 PHONE = "make_phone_call"
@@ -123,6 +123,20 @@ class CustomerServiceWorld(World):
     behaviour_metrics = (rr.AUTH_BEFORE_CALL, rr.ORDER_CORRECT, rr.FIRST_CALL_RIGHT, rr.CALLS_PER_TASK, rr.FORMS)
     heldout_note = (" At difficulty 2 the policy cannot know a held-out company's exception: only probing (a call "
                     "before the one form) solves it.")
+    study_words = StudyWords(
+        d2="company exceptions", d2_subject="the d2 exceptions", d2_gloss="the exceptions only the replies reveal",
+        training="training companies", validation="fresh customers of the training companies",
+        specificity="company specificity",
+        columns=((rr.VAL_FORM_SIZE, "form size"), (rr.VAL_EXCEPTION_FIELD_OWN, "exception field: own dept"),
+                 (rr.VAL_EXCEPTION_FIELD_OTHER, "exception field: other dept")),
+        note="*Exception field: own dept* is the share of forms holding a department's exception field when the task "
+             "goes to that department; *other dept* when it goes to another department of the company. A policy that "
+             "learned the exceptions raises the first, not the second; one that pads its forms raises both (and the "
+             "form size). Held-out companies were never trained on: d2 there is solvable only by probing (calling "
+             "before the one form), so a gain there is a habit, not the companies' exceptions.",
+        semantic_probe="Semantic accuracy of the world model's predicted reply to the prior's call at an exception "
+                       "department (does it name the right fields?) at each evaluation",
+        replies="the rep's replies")
 
     def tasks(self, split: str) -> list:
         if split not in self.data.tasks:

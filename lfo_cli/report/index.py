@@ -113,7 +113,8 @@ def what_next(rep: Report, train: list[Run]) -> list[str]:
                 ([f"slower than the baseline under {', '.join(slower)}"] if slower else []) + \
                 ([f"with no difference detected under {', '.join(none)}"] if none else [])
         elsewhere = [c["condition"] for c in rows if _finite(c.get("gain_auc_diff"))]
-        shows.append("d2 (the exceptions only the replies reveal) was learned " + "; ".join(parts) +
+        gloss = world_of(train).study_words.d2_gloss
+        shows.append(f"d2{f' ({gloss})' if gloss else ''} was learned " + "; ".join(parts) +
                      " (paired d2 AUC, Holm-adjusted t-test" + (f"; for {', '.join(elsewhere)}, which start from another warm "
                                                   "start, the AUC of the gain over its own step 0" if elsewhere else "")
                      + ")")

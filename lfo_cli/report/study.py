@@ -1,5 +1,5 @@
-"""The observation-study section of `lfo report`: does a world-model loss help the policy learn the
-company exceptions (difficulty 2) that only the rep's replies reveal?
+"""The observation-study section of `lfo report`: does a world-model loss help the policy learn difficulty 2, what
+only the tools' replies reveal? (The world words it: :attr:`lfo_cli.worlds.World.study_words`.)
 
 Read from each training run's `metrics.jsonl` (validation rows) and `summary.json`; written only when
 the runs validated at difficulty 2 and a baseline (wm.coef 0) is among them. Every treatment
@@ -13,8 +13,8 @@ order and the validation episodes), with the statistics of :mod:`lfo_cli.eval.co
   mean gain on d2): the ratio baseline / treatment, geometric mean of per-seed ratios with a t-interval
   on log ratios; a run that never reaches it is censored at its last evaluation and counted;
 - the smallest AUC difference the study could have detected (80% power, from the paired spread);
-- company specificity (form size, exception field when its department is called vs another), and the
-  held-out-company control / transfer (d1, d2), start vs end.
+- the world's own measures of what the policy learned (:attr:`World.study_words`: in the customer-service world,
+  the form's specificity), and the held-out control / transfer (d1, d2), start vs end.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from lfo_cli import run_record as rr
 from lfo_cli import stats
 from lfo_cli.eval import comparison
 from lfo_cli.report import verdict
+from lfo_cli.report.final_metrics import world_of
 from lfo_cli.report.format import est, finite, num
 from lfo_cli.report.load import Run
 from lfo_cli.report.run_stats import SMOOTH_WINDOW, draw_band, mean_band
@@ -35,7 +36,6 @@ from lfo_cli.report.run_stats import SMOOTH_WINDOW, draw_band, mean_band
 D2 = rr.VAL_SUCCESS_D2
 THRESHOLD_FRACTION = 0.5  # the reachable threshold: baseline start + this x the baseline's mean gain
 ABSOLUTE = (0.5, 0.7, 0.9)
-SPECIFICITY = (rr.VAL_FORM_SIZE, rr.VAL_EXCEPTION_FIELD_OWN, rr.VAL_EXCEPTION_FIELD_OTHER)
 HELDOUT = (rr.HELDOUT_SUCCESS_D1, rr.HELDOUT_SUCCESS_D2)
 WM_SEMANTIC = rr.VAL_WM_SEMANTIC_ACC
 WM_TOKEN = rr.WM_TOKEN_ACC
@@ -107,18 +107,19 @@ def ratio_text(ratio: dict) -> str:
     return text + (" (runs censored on both sides: bias of unknown direction)" if kind == "undetermined" else "")
 
 
-def _words(v: verdict.Verdict, over_start: bool) -> str:
-    """A d2 comparison's verdict in words (``over_start``: judged by the gain over each run's own step 0)."""
+def _words(v: verdict.Verdict, over_start: bool, subject: str) -> str:
+    """A d2 comparison's verdict in words (``over_start``: judged by the gain over each run's own step 0; ``subject``:
+    what the world calls learning d2, :attr:`lfo_cli.worlds.StudyWords.d2_subject`)."""
     if over_start:
         return v.word("gains more on d2 than the baseline, each over its own start",
                       "gains less on d2 than the baseline, each over its own start",
                       "no difference detected in its gain over its own start")
-    return v.word("learns the d2 exceptions faster than the baseline", "learns the d2 exceptions slower than the "
-                  "baseline", "no effect detected on d2 learning speed")
+    return v.word(f"learns {subject} faster than the baseline", f"learns {subject} slower than the baseline",
+                  "no effect detected on d2 learning speed")
 
 
 def _sentence(cond: str, v: verdict.Verdict, auc: dict, poi: dict, ratio: dict, mde: float, final: dict | None = None,
-              start: dict | None = None, gain: dict | None = None) -> str:
+              start: dict | None = None, gain: dict | None = None, *, subject: str = "d2") -> str:
     """One condition's d2 verdict. A condition that starts from another warm start (``start``: the paired
     step-0 difference, given only then) is judged by its gain over its own step 0 (``gain``), since its
     AUC counts the head start as learning."""
@@ -127,10 +128,10 @@ def _sentence(cond: str, v: verdict.Verdict, auc: dict, poi: dict, ratio: dict, 
     why = v.p_words() + "".join(f"; {n}" for n in v.notes())
     if start is not None and gain is not None:
         text = (f"{cond} vs baseline: starts from another warm start (step-0 d2 difference {est(start)}) and "
-                f"{_words(v, True)} ({why}; AUC of the gain over step 0, difference {est(gain)}; d2 AUC "
+                f"{_words(v, True, subject)} ({why}; AUC of the gain over step 0, difference {est(gain)}; d2 AUC "
                 f"difference with the head start {est(auc)} over {auc['n']} seed pairs; P(better) {num(poi.get('value'))}")
     else:
-        text = (f"{cond} vs baseline: {_words(v, False)} ({why}; d2 AUC difference {est(auc)} over {auc['n']} seed pairs; "
+        text = (f"{cond} vs baseline: {_words(v, False, subject)} ({why}; d2 AUC difference {est(auc)} over {auc['n']} seed pairs; "
                 f"P(better) {num(poi.get('value'))}")
     if final and finite(final.get("value")) and finite(final.get("low")) and (final["low"] > 0 or final["high"] < 0):
         text += f"; final d2 success difference {est(final)}"
@@ -149,8 +150,11 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     runs = {c: v for c, v in runs.items() if v}
     baselines = ([c for c in runs if runs[c][0].run.reference] or
                  [c for c in runs if runs[c][0].run.role == "baseline"])
-    rep.md.append("## The observation study: difficulty 2 (company exceptions)\n" if not any(r.arm for r in train) else
-                  "## Training companies' difficulty 2 (company exceptions)\n")
+    words = world_of(train).study_words
+    d2_what = f" ({words.d2})" if words.d2 else ""
+    rep.md.append(f"## The observation study: difficulty 2{d2_what}\n" if not any(r.arm for r in train) else
+                  f"## {words.training[:1].upper()}{words.training[1:]}' difficulty 2{d2_what}\n")
+    specificity = tuple(key for key, _ in words.columns)
     if not baselines:
         rep.md.append(f"Skipped: no baseline ({rr.WM_COEF} 0) run validated at difficulty 2.")
         return
@@ -167,7 +171,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     curves = pd.DataFrame(rows, columns=["condition", "metric", "tasks_seen", "mean", "ci_low", "ci_high", "n"])
     W.csv("study_curves.csv", curves)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=False)
-    for ax, metric, title in ((axes[0], "d2", "d2 success (company exceptions)"), (axes[1], "overall", "success, d1 and d2")):
+    for ax, metric, title in ((axes[0], "d2", f"d2 success{d2_what}"), (axes[1], "overall", "success, d1 and d2")):
         for i, c in enumerate(runs):
             sub = curves[(curves.condition == c) & (curves.metric == metric)]
             draw_band(ax, sub, f"C{i % 10}", f"{c} (n={len(runs[c])})", dashed=c == base)
@@ -177,9 +181,8 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     W.figure("study_curves.png", fig)
-    rep.md.append("![study curves](study_curves.png)\n\nValidation success on fresh customers of the training "
-                  "companies vs tasks seen; mean over seeds with a 95% percentile-bootstrap band. Data: "
-                  "`study_curves.csv`.\n")
+    rep.md.append(f"![study curves](study_curves.png)\n\nValidation success on {words.validation} vs tasks seen; mean "
+                  "over seeds with a 95% percentile-bootstrap band. Data: `study_curves.csv`.\n")
 
     # ---- the reachable threshold and per-run table ------------------------------------------------
     threshold = comparison.reachable_threshold([s.start.get(D2) for s in runs[base]], [s.final.get(D2) for s in runs[base]],
@@ -196,7 +199,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
             for t in ABSOLUTE:
                 hit = stats.tasks_to_threshold(s.x, s.d2, t, window=SMOOTH_WINDOW)
                 row[f"tasks_to_{int(t * 100)}"] = hit if hit is not None else math.nan
-            for k in (*SPECIFICITY, *HELDOUT):
+            for k in (*specificity, *HELDOUT):
                 name = k.split("/", 1)[0] + "_" + k.rsplit("/", 1)[-1] if k.startswith(rr.HELDOUT_PREFIX) else k.split("/")[-1]
                 row[f"{name}_start"] = s.start.get(k, math.nan)
                 row[f"{name}_final"] = s.final.get(k, math.nan)
@@ -250,7 +253,7 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     for r in comp_rows:
         v = verdicts[r["condition"]]
         r.update({"p": v.p_raw, "p_holm": v.p, "wilcoxon_p_holm": v.wilcoxon_p, **v.as_dict()})
-        sentences.append(_sentence(r["condition"], v, *args[r["condition"]]))
+        sentences.append(_sentence(r["condition"], v, *args[r["condition"]], subject=words.d2_subject))
     head_start = any("start_diff" in r for r in comp_rows)  # the columns exist only where some arm starts elsewhere
     comp_df = pd.DataFrame(comp_rows)
     W.csv("study_comparisons.csv", comp_df)
@@ -289,8 +292,8 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
 
     # ---- absolute thresholds, specificity, held-out control --------------------------------------
     lines = ["| condition | n | d2 success | " + " | ".join(f"tasks to {int(t * 100)}% (d2)" for t in ABSOLUTE) +
-             " | form size | exception field: own dept | exception field: other dept | held-out d1 | held-out d2 |",
-             "|---|---|---|" + "---|" * len(ABSOLUTE) + "---|---|---|---|---|"]
+             "".join(f" | {label}" for _, label in words.columns) + " | held-out d1 | held-out d2 |",
+             "|---|---|---|" + "---|" * (len(ABSOLUTE) + len(words.columns) + 2)]
     spec_rows = []
     for c, ss in runs.items():
         cells = []
@@ -307,15 +310,11 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
             return f"{num(a.value)} -> {num(z.value)}"
 
         lines.append(f"| {c} | {len(ss)} | {span(D2)} | " + " | ".join(cells) + " | "
-                     + " | ".join(span(k) for k in (*SPECIFICITY, *HELDOUT)) + " |")
+                     + " | ".join(span(k) for k in (*specificity, *HELDOUT)) + " |")
     W.csv("study_specificity.csv", pd.DataFrame(spec_rows))
-    rep.md.append("### Thresholds, company specificity and the held-out control\n")
-    rep.md.append("Start -> end means over seeds. *Exception field: own dept* is the share of forms holding a "
-                  "department's exception field when the task goes to that department; *other dept* when it goes to "
-                  "another department of the company. A policy that learned the exceptions raises the first, not the "
-                  "second; one that pads its forms raises both (and the form size). Held-out companies were never "
-                  "trained on: d2 there is solvable only by probing (calling before the one form), so a gain there is "
-                  "a habit, not the companies' exceptions.\n")
+    rep.md.append(f"### Thresholds, {words.specificity} and the held-out control\n" if words.specificity else
+                  "### Thresholds and the held-out control\n")
+    rep.md.append("Start -> end means over seeds." + (f" {words.note}" if words.note else "") + "\n")
     rep.md.append("\n".join(lines) + "\n\nData: `study_specificity.csv`, `study_runs.csv`.\n")
 
     # ---- RQ4: world-model accuracy vs the policy's next d2 gain --------------------------------------
@@ -324,9 +323,8 @@ def study_section(rep, train: list[Run], conds: list[str], pd, plt) -> None:
     corr = stats.pearson_with_ci([p["wm_acc"] for p in points], [p["next_d2_gain"] for p in points])
     if points:
         W.csv("study_wm_vs_gain.csv", pd.DataFrame(points))
-    what = {WM_SEMANTIC: "Semantic accuracy of the world model's predicted reply to the prior's call at an exception "
-                         "department (does it name the right fields?) at each evaluation",
-            WM_TOKEN: "The world model's teacher-forced token accuracy on the rep's replies (mean of the "
+    what = {WM_SEMANTIC: words.semantic_probe,
+            WM_TOKEN: f"The world model's teacher-forced token accuracy on {words.replies} (mean of the "
                       f"{RQ4_TOKEN_WINDOW} training steps up to each evaluation; `{WM_SEMANTIC}`, the semantic probe, "
                       "was the same at nearly every evaluation, e.g. 0 where greedy generation degenerates, so it "
                       "cannot correlate with anything)"}[measure] if measure else ""

@@ -8,9 +8,9 @@
 See docs/environment.md ("Worlds as plugins").
 """
 
-from lfo_cli.worlds.base import EpisodeRunner, Example, SemanticProbe, Task, TaskPools, World
+from lfo_cli.worlds.base import EpisodeRunner, Example, SemanticProbe, StudyWords, Task, TaskPools, World
 from lfo_cli.worlds.registry import DEFAULT_KIND, WorldChoice, kinds, load_world, world_class
 from lfo_cli.worlds.tasks import stratified_tasks, sub_seed
 
-__all__ = ["DEFAULT_KIND", "EpisodeRunner", "Example", "SemanticProbe", "Task", "TaskPools", "World", "WorldChoice", "kinds",
+__all__ = ["DEFAULT_KIND", "EpisodeRunner", "Example", "SemanticProbe", "StudyWords", "Task", "TaskPools", "World", "WorldChoice", "kinds",
            "load_world", "stratified_tasks", "sub_seed", "world_class"]

@@ -258,6 +258,25 @@ class Inspectable:
         return cls.reply_category(observation) or "all"
 
 
+@dataclass(frozen=True)
+class StudyWords:
+    """How `lfo report`'s observation-study section (runs validated at difficulty 2, a baseline among them) words
+    a world: what its difficulty 2 asks of a policy, and which of the world's own validation measures it tabulates,
+    start -> end, beside held-out d1 and d2."""
+
+    d2: str = ""  # what difficulty 2 asks, in its headings' parentheses ("" for none)
+    d2_subject: str = "d2"  # a verdict's words: "learns <d2_subject> faster than the baseline"
+    d2_gloss: str = ""  # the summary's: "d2 (<d2_gloss>) was learned faster ..." ("" for none)
+    training: str = "training tasks"  # a declared study's heading: "<Training>' difficulty 2"
+    validation: str = "validation tasks of the training distribution"  # what the curves' success is measured on
+    specificity: str = ""  # the table's heading: "Thresholds, <specificity> and the held-out control"
+    columns: tuple[tuple[str, str], ...] = ()  # the world's measures in that table: (validation key, column label)
+    note: str = ""  # after "Start -> end means over seeds.": how to read those columns and held-out d2
+    semantic_probe: str = ("Semantic accuracy of the world model's generated replies (its semantic probe) at each "
+                           "evaluation")
+    replies: str = "the tools' replies"  # what the world model's token accuracy is measured on
+
+
 class Described:
     """How `lfo report` words a world's results (each with a default)."""
 
@@ -277,6 +296,7 @@ class Described:
     # The world's own validation measures (names :meth:`Trainable.episode_metrics` returns) that the report's
     # behaviour table shows, in this order, before every world's: invalid calls, the valid-call rate and turns.
     behaviour_metrics: ClassVar[tuple[str, ...]] = ()
+    study_words: ClassVar[StudyWords] = StudyWords()
 
 
 class Generated:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lfo_cli.report.build import build_report
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run_files import rows_by, write_training_run  # noqa: E402
 
 SEEDS = (0, 1, 2, 3)
 
@@ -17,13 +21,9 @@ SEEDS = (0, 1, 2, 3)
 def _run(root: Path, name: str, seed: int, coef: float, coupling: str, slope: float, offset: float,
          warmstart: str | None = None) -> None:
     """d2 success = 0.05 + offset + slope x tasks/600 at tasks 0, 100, ..., 600; held-out and form rows."""
-    run = root / name
-    run.mkdir(parents=True)
     model = {"name": "micro", **({"warmstart": warmstart} if warmstart else {})}
     cfg = {"kind": "grpo", "seed": seed, "model": model, "wm": {"coef": coef, "coupling": coupling},
            "trainer": {"max_steps": 6}}
-    (run / "recipe.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    (run / "run.json").write_text(json.dumps({"seed": seed, "config": cfg, "kind": "grpo"}))
     rows = []
     for step in range(7):
         x = 100 * step
@@ -38,8 +38,7 @@ def _run(root: Path, name: str, seed: int, coef: float, coupling: str, slope: fl
         rows.append(row)
         if step:
             rows.append({"step": step, "tasks_seen": x, "reward": 0.1, "losses/policy": 0.1})
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "summary.json").write_text(json.dumps({"status": "complete", "steps": 6}))
+    write_training_run(root / name, cfg, rows)
 
 
 @pytest.fixture()
@@ -52,18 +51,13 @@ def study_runs(tmp_path):
     return root
 
 
-def _rows(path: Path) -> dict[str, dict]:
-    with path.open(newline="") as fh:
-        return {r["condition"]: r for r in csv.DictReader(fh)}
-
-
 def test_study_section_numbers_and_sentences(study_runs, tmp_path):
     out = tmp_path / "report"
     summary = build_report([study_runs], out)
     study = summary["study"]
     # threshold = baseline mean start + half its mean gain = (0.05 + mean offset) + 0.1
     assert study["threshold"] == pytest.approx(0.05 + 0.015 + 0.1)
-    comp = _rows(out / "study_comparisons.csv")
+    comp = rows_by(out / "study_comparisons.csv", "condition")
     stacked = next(v for k, v in comp.items() if "stacked" in k)
     separate = next(v for k, v in comp.items() if "stacked" not in k)
     # AUC: mean of a linear curve = its midpoint; stacked gains twice as much: +0.1 on every seed pair
@@ -98,6 +92,29 @@ def test_study_report_is_identical_on_rerun(study_runs, tmp_path):
     assert names == sorted(p.name for p in b.iterdir()) and "study_comparisons.csv" in names
     for name in names:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_the_section_takes_its_words_and_measures_from_the_world(study_runs, tmp_path, monkeypatch):
+    """The customer-service world's words and specificity columns, then a world that declares none: the same
+    numbers under the interface's neutral words, and only the held-out columns beside success."""
+    from lfo_cli.env.plugin import CustomerServiceWorld
+    from lfo_cli.worlds import StudyWords
+
+    build_report([study_runs], tmp_path / "cs")
+    cs = (tmp_path / "cs" / "index.md").read_text()
+    assert "## The observation study: difficulty 2 (company exceptions)" in cs and "| exception field: own dept |" in cs
+    assert "fresh customers of the training companies" in cs and "call at an exception department" in cs
+    monkeypatch.setattr(CustomerServiceWorld, "study_words", StudyWords())
+    build_report([study_runs], tmp_path / "plain")
+    plain = (tmp_path / "plain" / "index.md").read_text()
+    assert "## The observation study: difficulty 2\n" in plain and "### Thresholds and the held-out control" in plain
+    assert not re.search(r"compan|exception|dept|department", plain.split("## The observation study")[1].split("\n## ")[0])
+    table = next(line for line in plain.splitlines() if line.startswith("| condition | n | d2 success |"))
+    assert table.endswith("(d2) | held-out d1 | held-out d2 |")
+    assert rows_by(tmp_path / "plain" / "study_comparisons.csv", "condition") == \
+        rows_by(tmp_path / "cs" / "study_comparisons.csv", "condition")
+    runs = (tmp_path / "plain" / "study_runs.csv").read_text()
+    assert "exception_field_own_start" not in runs and "heldout_d2_final" in runs
 
 
 def test_undefined_threshold_is_said_when_the_baseline_does_not_gain(tmp_path):
@@ -146,7 +163,7 @@ def test_a_condition_that_never_reaches_the_threshold_gets_a_bound_not_an_interv
         _run(root, f"shared_s{s}", s, 0.05, "shared", slope=-0.05, offset=0.01 * s)  # collapses: never reaches it
     out = tmp_path / "report"
     build_report([root], out)
-    [row] = _rows(out / "study_comparisons.csv").values()
+    [row] = rows_by(out / "study_comparisons.csv", "condition").values()
     assert int(row["censored_treatment"]) == 4 and row["ratio_kind"] == "upper_bound"
     # the censored runs enter at their last evaluation (600 tasks): a bound, said as one, with no interval
     assert row["ratio_text"].startswith("<= ") and row["ratio_text"].endswith("(the condition never reached it)")
@@ -165,7 +182,7 @@ def test_a_condition_from_another_warm_start_is_judged_by_its_gain_over_its_own_
         _run(root, f"separate_s{s}", s, 0.5, "separate", slope=0.4, offset=0.01 * s)  # same start, twice the gain
     out = tmp_path / "report"
     build_report([root], out)
-    comp = _rows(out / "study_comparisons.csv")
+    comp = rows_by(out / "study_comparisons.csv", "condition")
     stacked = next(v for k, v in comp.items() if "stacked" in k)
     separate = next(v for k, v in comp.items() if "stacked" not in k)
     assert float(stacked["auc_diff"]) == pytest.approx(0.15)  # 0.2 head start - 0.05 less gain: higher AUC
