@@ -40,8 +40,8 @@ class Kind:
     config: str
     runner: str
     description: str = ""
-    # Dotted keys added after runs were recorded, whose default then changed: the value a recorded recipe that
-    # predates the key ran with (resuming it must not switch to today's default; :func:`fill_added_later`).
+    # Keys added after runs were recorded: the value a recipe that predates one ran with (before rollout_dropout:
+    # dropout). A resume keeps it (:func:`fill_added_later`); `lfo report` pools such runs with those stating it.
     added_later: Mapping[str, Any] = field(default_factory=dict)
 
     @staticmethod
@@ -62,7 +62,7 @@ class Kind:
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("grpo", "lfo_cli.train.recipe_config:TrainConfig", "lfo_cli.train.runner:run_training",
          "GRPO with the world-model loss (lfo_cli/train)",
-         added_later={"trainer.rollout_dropout": True}),  # before the option, rollouts were sampled with dropout
+         added_later={"trainer.rollout_dropout": True, "wm.targets": "world", "wm.tools": None}),
     Kind("warmstart", "lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart",
          "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)"),
     Kind("wmil", "lfo_cli.wmil.config:WMILConfig", "lfo_cli.wmil.trainer:run_recipe", "WMIL (lfo_cli/wmil)"),

@@ -307,4 +307,4 @@ def test_a_recorded_recipe_from_before_a_key_resumes_with_the_value_its_run_had(
     new = {"kind": "grpo", "trainer": {"rollout_dropout": False}}
     assert fill_added_later(new) == new  # a recipe that names the key keeps its value
     assert fill_added_later({"kind": "warmstart", "train": {}}) == {"kind": "warmstart", "train": {}}
-    assert set(KINDS["grpo"].added_later) == {"trainer.rollout_dropout"}
+    assert set(KINDS["grpo"].added_later) == {"trainer.rollout_dropout", "wm.targets", "wm.tools"}

@@ -29,6 +29,7 @@ import yaml
 from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.io import iter_jsonl, read_json
+from lfo_cli.recipes import KINDS
 from lfo_cli.worlds import DEFAULT_KIND
 
 # keys that never define a condition (bookkeeping), per kind
@@ -38,9 +39,9 @@ IGNORED = {
              "wm.stop_without_targets"},  # a guard that stops a run, never a setting of its result
     "wmil": {"seed", "log_every", "save_every", "threads", "parent_timeout", "parent_max_retries"},
 }
-# Options added after runs were recorded, with the value those runs had: a run without the key counts as
-# having this value, so it pools with new runs of the same condition.
-LATER_DEFAULTS = {"env.kind": DEFAULT_KIND, "wm.targets": "world", "wm.tools": None}
+# Options added after runs were recorded, with the value those runs had (the recipe kinds' table): a run without
+# the key counts as having this value, so it pools with new runs of the same condition.
+LATER_DEFAULTS = {"env.kind": DEFAULT_KIND, **KINDS["grpo"].added_later}
 # world-model keys that mean nothing when wm.coef == 0 (blanked so baselines pool)
 WM_ONLY = ("wm.predict", "wm.coupling", "wm.normalize", "wm.learning_rate", "wm.max_length", "wm.max_examples",
            "wm.targets", "wm.tools")
