@@ -3,11 +3,11 @@
 A recipe file ``recipes/NAME.yaml``: ``base: dual_lora_micro`` (optional: the recipe it is a delta over),
 ``kind: grpo`` (which config dataclass and runner it is for), then sections (``wm: {coef: 1.0}``).
 
-Resolution: follow the ``base`` chain to its root, deep-merge each delta over it (mappings merge,
-everything else replaces), apply ``--set a.b=value`` overrides (values parsed as YAML scalars), then
-build the dataclass registered for ``kind``. The dataclass defaults are the root defaults (a nested section's are
-its field's default), so a recipe only lists what differs. Unknown keys, wrong types and out-of-range values raise
-:class:`LfoError` with the recipe name and the dotted key; the CLI prints that one line and exits 2.
+Resolution: follow the ``base`` chain to its root, deep-merge each delta over it (mappings merge, everything else
+replaces), apply ``--set a.b=value`` overrides (values parsed as YAML scalars), then build the dataclass registered
+for ``kind``. The dataclass defaults are the root defaults (a nested section's are its field's default), so a recipe
+only lists what differs. Unknown keys, wrong types and out-of-range values raise :class:`LfoError` with the recipe
+name and the dotted key; the CLI prints that one line and exits 2.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import difflib
 import functools
+import importlib
 import re
 import types
 import typing
@@ -43,11 +44,10 @@ class Kind:
     # Keys added after runs were recorded: the value a recipe that predates one ran with (before rollout_dropout:
     # dropout). A resume keeps it (:func:`fill_added_later`); `lfo report` pools such runs with those stating it.
     added_later: Mapping[str, Any] = field(default_factory=dict)
+    steps_key: str = "trainer.max_steps"  # how long a run trains: the key to raise when continuing a finished one
 
     @staticmethod
     def _load(path: str) -> Any:
-        import importlib
-
         module, _, attr = path.partition(":")
         return getattr(importlib.import_module(module), attr)
 
@@ -64,8 +64,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "GRPO with the world-model loss (lfo_cli/train)",
          added_later={"trainer.rollout_dropout": True, "wm.targets": "world", "wm.tools": None}),
     Kind("warmstart", "lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart",
-         "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)"),
-    Kind("wmil", "lfo_cli.wmil.config:WMILConfig", "lfo_cli.wmil.trainer:run_recipe", "WMIL (lfo_cli/wmil)"),
+         "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)", steps_key="train.max_steps"),
+    Kind("wmil", "lfo_cli.wmil.config:WMILConfig", "lfo_cli.wmil.trainer:run_recipe", "WMIL (lfo_cli/wmil)", steps_key="steps"),
 )}
 
 

@@ -76,7 +76,7 @@ def train(
             width = max(map(len, described))
             typer.echo("\n".join(f"{n:<{width}}  {d}" for n, d in described.items()))
         return
-    from lfo_cli.train.run import BuildFailed, Run  # imports the models layer (torch)
+    from lfo_cli.train.run import BuildFailed, Run, continue_hint  # imports the models layer (torch)
 
     if resume is not None:
         if recipe is not None:
@@ -85,8 +85,7 @@ def train(
             raise LfoError("--resume RUN --set ... changes a run: continue it into a new dir with --out NEW")
         if out is None and rr.is_complete(resume):
             # A finished run is never modified: say so and leave it as it is.
-            typer.echo(f"{resume} is complete; nothing to resume. To train further, continue it into a new dir: "
-                       f"lfo train --resume {resume} --out NEW --set trainer.max_steps=N")
+            typer.echo(f"{resume} is complete; nothing to resume. To train further, {continue_hint(resume)}")
             return
         run = Run.resumed(resume, out=out, overrides=list(set_ or []))
     else:

@@ -39,7 +39,7 @@ from lfo_cli import run_record as rr
 from lfo_cli.errors import LfoError
 from lfo_cli.eval.loading import load_run_model, load_run_world, run_recipe
 from lfo_cli.eval.vllm_backend import vllm_generate_fn
-from lfo_cli.models.agent_eval import episode_outcomes, evaluate_agent
+from lfo_cli.models.agent_eval import episode_outcomes, evaluate_agent, valid_call_rate
 from lfo_cli.stats import paired_test, wilson_interval
 from lfo_cli.worlds import World
 
@@ -73,8 +73,7 @@ def summarise_split(result: dict[str, Any], world: World) -> dict[str, Any]:
                                      "pass_k": pass_hat_k(v)["pass_k"]} for d, v in sorted(by.items())}
     behaviour = world.episode_metrics(episodes)  # the world's own measures, named as validation names them
     if turns:
-        call_turns = [t for t in turns if not t.get("final_reply")]
-        behaviour["valid_tool_call_rate"] = sum(t["valid_tool_call"] for t in call_turns) / max(len(call_turns), 1)
+        behaviour[rr.VALID_TOOL_CALL_RATE] = valid_call_rate(turns)
     row["behaviour"] = behaviour
     row["outcomes"] = episode_outcomes(result)
     return row

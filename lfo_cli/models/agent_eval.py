@@ -130,6 +130,12 @@ def episode_outcomes(result: dict[str, Any]) -> list[list]:
     return [[e["task_id"], int(bool(e["success"]))] for e in result["episodes"]]
 
 
+def valid_call_rate(turns: list[dict[str, Any]]) -> float:
+    """The share of call turns (every assistant turn but a final reply) that hold one well-formed tool call."""
+    calls = [t for t in turns if not t.get("final_reply")]
+    return sum(t["valid_tool_call"] for t in calls) / max(1, len(calls))
+
+
 def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None,
                    categories: dict[str, tuple] | None = None) -> dict[str, Any]:
     """``eval/...`` metrics of an :func:`evaluate_agent` result: valid-call and well-formed-turn rates, success
@@ -140,7 +146,7 @@ def summarize_eval(result: dict[str, Any], teacher: list[dict] | None = None,
     out: dict[str, Any] = {
         "eval/assistant_turns": len(turns),
         "eval/call_turns": len(call_turns),  # the valid-call rate's denominator (turns other than the final reply)
-        rr.EVAL_VALID_TOOL_CALL_RATE: sum(t["valid_tool_call"] for t in call_turns) / max(1, len(call_turns)),
+        rr.EVAL_VALID_TOOL_CALL_RATE: valid_call_rate(turns),
         rr.EVAL_WELLFORMED_TURN_RATE: sum(t["valid_tool_call"] or t["final_reply"] for t in turns) / max(1, len(turns)),
         rr.EVAL_SUCCESS_RATE: sum(e["success"] for e in eps) / max(1, len(eps)),
         rr.EVAL_EPISODES: len(eps),

@@ -41,6 +41,13 @@ class BuildFailed(LfoError):
         self.returncode = returncode
 
 
+def continue_hint(run_dir: str | Path) -> str:
+    """How to train a finished run further: continue it into a new dir with more steps (its kind's key)."""
+    meta = read_json(Path(run_dir) / rr.RUN_FILE) if (Path(run_dir) / rr.RUN_FILE).is_file() else {}
+    kind = recipes.KINDS.get(meta.get("kind") if isinstance(meta, dict) else None) or recipes.KINDS["grpo"]
+    return f"continue it into a new dir: lfo train --resume {run_dir} --out NEW --set {kind.steps_key}=N"
+
+
 def rank() -> int:
     """The process rank under accelerate/torchrun (0 when not distributed)."""
     return int(os.environ.get("RANK", "0") or 0)
@@ -78,8 +85,7 @@ class Run:
         if overrides and out is None:
             raise LfoError("--resume RUN --set ... changes a run: continue it into a new dir with --out NEW")
         if out is None and rr.is_complete(run_dir):
-            raise LfoError(f"{run_dir} is complete; continue it into a new dir: lfo train --resume {run_dir} --out NEW "
-                           "--set trainer.max_steps=N")
+            raise LfoError(f"{run_dir} is complete; {continue_hint(run_dir)}")
         mapping = recipes.read_run_recipe(run_dir)
         world = world_class((mapping.get("env") or {}).get("kind", DEFAULT_KIND))
         mapping = recipes.drop_retired(mapping, world.retired_keys.get(mapping.get("kind"), {}))  # recorded by an older lfo

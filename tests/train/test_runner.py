@@ -138,6 +138,7 @@ def test_a_complete_run_is_never_resumed_but_can_continue_into_a_new_dir(setup, 
     resume = ["train", "--resume", str(out)]
     done = CliRunner().invoke(app, resume)
     assert done.exit_code == 0 and "is complete; nothing to resume" in done.stdout
+    assert "--set trainer.max_steps=N" in " ".join(done.stdout.split())
     assert _tree(out) == before  # not a byte changed, no step 3
     refused = CliRunner().invoke(app, [*resume, "--set", "trainer.max_steps=3"])
     assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "--out NEW" in refused.stderr
