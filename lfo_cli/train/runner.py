@@ -48,7 +48,8 @@ def evaluation_episodes(pools, evaluation) -> tuple[list, list]:
 def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base: str, resume: bool = False) -> dict:
     """Train ``cfg`` into ``out_dir`` with the run's resolved trainer arguments ``args``
     (``cfg.training_args(out_dir)``, built once by the caller) on the base model ``base`` (the
-    model's name or path, or its warm start, which the caller builds first)."""
+    model's name or path, or its warm start, which the caller builds first). The world-model settings are read
+    from ``args.wm``, as the trainer reads them (the recipe's ``wm`` section, the same object)."""
     import torch
     from datasets import Dataset
     from transformers import set_seed
@@ -61,7 +62,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     pools = world.task_pools(cfg.data, cfg.eval, cfg.seed)
     tasks = pools.train
     model, tokenizer = load_model(base, dtype=cfg.model.dtype)
-    objective = cfg.wm.objective  # which adapters the run trains
+    objective = args.wm.objective  # which adapters the run trains
     model = attach_dual_lora(model, cfg.lora, with_world_model=objective.has_adapter)
 
     # row_seed: each episode's reply RNG depends on its row and generation only, so a resumed run replays
@@ -72,7 +73,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
     val_tasks, heldout_tasks = evaluation_episodes(pools, cfg.eval)
     # The world model's semantic accuracy (val/wm_semantic_acc) on the world's probe (World.semantic_probe), for
     # runs that train one. It asks in the world's template, the format of wm.targets=world only.
-    wm_probe = world.semantic_probe(pools.validation, seed=cfg.seed) if cfg.wm.coef > 0 and cfg.wm.targets == "world" \
+    wm_probe = world.semantic_probe(pools.validation, seed=cfg.seed) if args.wm.coef > 0 and args.wm.targets == "world" \
         else None
     callbacks = [
         RunLog(out_dir),
@@ -115,7 +116,7 @@ def run_training(cfg: TrainConfig, out_dir: Path, *, args: DualLoRAConfig, base:
         **trends(out_dir),
     }
     summary["figures"] = write_run_figures(out_dir)
-    write_model_card(out_dir, model_card(out_dir.name, _recipe_name(out_dir), cfg.seed, cfg.wm.coupling, base_ref,
+    write_model_card(out_dir, model_card(out_dir.name, _recipe_name(out_dir), cfg.seed, args.wm.coupling, base_ref,
                                          summary, has_world_model=objective.has_adapter))
     atomic_write_json(out_dir / rr.SUMMARY_FILE, summary)  # last: a run with summary.json is complete
     return summary

@@ -76,11 +76,11 @@ class DualLoRAGRPOTrainer(WorldModelStepLog, GradientDiagnostics, SurpriseReward
 
     def __init__(self, *args, world: type[World] | None = None,
                  wm_examples_fn: Callable[[object, Sequence[str]], list[Example]] | None = None, **kwargs):
-        cfg = kwargs.get("args")
-        if cfg is not None and cfg.wm.intrinsic == "surprise":
+        given = kwargs.get("args")  # becomes self.args: its wm is the run's world-model settings
+        if given is not None and given.wm.intrinsic == "surprise":
             funcs = kwargs.get("reward_funcs") or []
             kwargs["reward_funcs"] = [*(funcs if isinstance(funcs, list) else [funcs]), self._surprise_reward]
-            if cfg.reward_weights is not None:
+            if given.reward_weights is not None:
                 raise LfoError("wm.intrinsic=surprise scales its bonus by wm.intrinsic_coef; drop trainer.reward_weights")
         self._policy_forward_sink: Callable | None = None  # set only inside compute_loss's policy forward
         super().__init__(*args, **kwargs)
