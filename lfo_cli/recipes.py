@@ -44,7 +44,7 @@ class Kind:
     # Keys added after runs were recorded: the value a recipe that predates one ran with (before rollout_dropout:
     # dropout). A resume keeps it (:func:`fill_added_later`); `lfo report` pools such runs with those stating it.
     added_later: Mapping[str, Any] = field(default_factory=dict)
-    steps_key: str = "trainer.max_steps"  # how long a run trains: the key to raise when continuing a finished one
+    steps_key: str | None = None  # how long a run trains, raised to continue a finished run (None: not continued)
 
     @staticmethod
     def _load(path: str) -> Any:
@@ -61,11 +61,11 @@ class Kind:
 # Every recipe kind, in one place: recipes with ``kind: NAME`` resolve into its config class and run with its runner.
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("grpo", "lfo_cli.train.recipe_config:TrainConfig", "lfo_cli.train.runner:run_training",
-         "GRPO with the world-model loss (lfo_cli/train)",
+         "GRPO with the world-model loss (lfo_cli/train)", steps_key="trainer.max_steps",
          added_later={"trainer.rollout_dropout": True, "wm.targets": "world", "wm.tools": None}),
     Kind("warmstart", "lfo_cli.models.warmstart_config:WarmStartConfig", "lfo_cli.models.warmstart:run_warmstart",
-         "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)", steps_key="train.max_steps"),
-    Kind("wmil", "lfo_cli.wmil.config:WMILConfig", "lfo_cli.wmil.trainer:run_recipe", "WMIL (lfo_cli/wmil)", steps_key="steps"),
+         "a warm start: SFT on a world's teacher, then its evaluation (lfo_cli/models)"),
+    Kind("wmil", "lfo_cli.wmil.config:WMILConfig", "lfo_cli.wmil.trainer:run_recipe", "WMIL (lfo_cli/wmil)"),
 )}
 
 

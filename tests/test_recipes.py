@@ -308,3 +308,19 @@ def test_a_recorded_recipe_from_before_a_key_resumes_with_the_value_its_run_had(
     assert fill_added_later(new) == new  # a recipe that names the key keeps its value
     assert fill_added_later({"kind": "warmstart", "train": {}}) == {"kind": "warmstart", "train": {}}
     assert set(KINDS["grpo"].added_later) == {"trainer.rollout_dropout", "wm.targets", "wm.tools"}
+
+
+@pytest.mark.parametrize(("recipe", "hint"), [
+    ("kind: grpo\ntrainer: {max_steps: 3}\n", "--out NEW --set trainer.max_steps=N"),
+    ("kind: wmil\nsteps: 3\n", "train a new run with more steps (only a grpo run is continued"),
+    ("kind: [1]\n", "train a new run"),  # a kind that is no kind's name
+    ("kind: grpo\n  : [\n", "train a new run"),  # malformed YAML
+    (None, "train a new run"),  # no recipe.yaml: not a run `lfo train` laid out
+])
+def test_a_finished_runs_hint_follows_its_recorded_kind_and_never_fails(tmp_path, recipe, hint):
+    from lfo_cli.train.run import continue_hint
+
+    if recipe is not None:
+        (tmp_path / "recipe.yaml").write_text(recipe)
+    (tmp_path / "run.json").write_text("{not json")
+    assert hint in continue_hint(tmp_path)

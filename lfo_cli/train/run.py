@@ -42,10 +42,17 @@ class BuildFailed(LfoError):
 
 
 def continue_hint(run_dir: str | Path) -> str:
-    """How to train a finished run further: continue it into a new dir with more steps (its kind's key)."""
-    meta = read_json(Path(run_dir) / rr.RUN_FILE) if (Path(run_dir) / rr.RUN_FILE).is_file() else {}
-    kind = recipes.KINDS.get(meta.get("kind") if isinstance(meta, dict) else None) or recipes.KINDS["grpo"]
-    return f"continue it into a new dir: lfo train --resume {run_dir} --out NEW --set {kind.steps_key}=N"
+    """How to train a finished run further, by the kind its recipe.yaml records: continue it into a new dir with
+    more steps (a kind with :attr:`~lfo_cli.recipes.Kind.steps_key`), or train a new run."""
+    try:
+        kind = recipes.read_run_recipe(run_dir).get("kind")
+    except LfoError:  # no readable recipe.yaml: not a run `lfo train` laid out
+        kind = None
+    key = recipes.KINDS[kind].steps_key if isinstance(kind, str) and kind in recipes.KINDS else None
+    if key is None:
+        continued = " or ".join(k.name for k in recipes.KINDS.values() if k.steps_key)
+        return f"train a new run with more steps (only a {continued} run is continued into a new dir)"
+    return f"continue it into a new dir: lfo train --resume {run_dir} --out NEW --set {key}=N"
 
 
 def rank() -> int:
@@ -87,6 +94,10 @@ class Run:
         if out is None and rr.is_complete(run_dir):
             raise LfoError(f"{run_dir} is complete; {continue_hint(run_dir)}")
         mapping = recipes.read_run_recipe(run_dir)
+        kind = recipes.KINDS.get(mapping.get("kind")) if isinstance(mapping.get("kind"), str) else None
+        if out is not None and kind is not None and kind.steps_key is None:
+            raise LfoError(f"{run_dir}: a {kind.name} run is not continued into a new dir; train a new run with more "
+                           "steps (lfo train --recipe ...)")
         world = world_class((mapping.get("env") or {}).get("kind", DEFAULT_KIND))
         mapping = recipes.drop_retired(mapping, world.retired_keys.get(mapping.get("kind"), {}))  # recorded by an older lfo
         mapping = recipes.fill_added_later(mapping)  # ... before a key whose default later changed

@@ -123,7 +123,10 @@ def test_a_wmil_recipe_runs_through_lfo_train_and_its_finished_run_is_left_as_it
     before = (out / "summary.json").read_bytes()
     res = runner.invoke(app, ["train", "--resume", str(out)])
     assert res.exit_code == 0 and "is complete" in res.output and (out / "summary.json").read_bytes() == before
-    assert f"--resume {out} --out NEW --set steps=N" in " ".join(res.output.split())  # WMIL's key, not the grpo one
+    assert "train a new run with more steps" in " ".join(res.output.split())  # not grpo's --set trainer.max_steps
+    res = runner.invoke(app, ["train", "--resume", str(out), "--out", str(tmp_path / "more"), "--set", "steps=40"])
+    assert res.exit_code == 2 and "a wmil run is not continued into a new dir" in " ".join(res.output.split())
+    assert not (tmp_path / "more").exists()
     res = runner.invoke(app, ["train", "--recipe", "wmil/mvp_pattern_echo", "--set", "stepz=3", "--out", str(tmp_path / "b")])
     assert res.exit_code == 2 and "did you mean 'steps'" in res.output
     (tmp_path / "grpo.yaml").write_text("kind: grpo\nsteps: 3\n")
