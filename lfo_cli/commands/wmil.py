@@ -71,7 +71,7 @@ def train_cmd(
     **options,
 ) -> None:
     """Train a baby model; writes metrics.jsonl/csv, checkpoints, figures, eval.json and summary.json."""
-    from lfo_cli.wmil.trainer import train
+    from lfo_cli.wmil.trainer import brief, train
 
     base = _load_yaml(config)
     if resume and (out / rr.WMIL_CONFIG_FILE).is_file():
@@ -79,7 +79,7 @@ def train_cmd(
     cfg = WMILConfig.from_dict({**base, **dataclass_values(WMILConfig, options)})
     summary = train(cfg, out, resume=resume, force=force, progress=progress and not json_out, quiet=json_out)
     if json_out:
-        print_json({k: summary[k] for k in ("task", "steps", "final", "checks", "eval", "num_parameters")})
+        print_json(brief(summary))
 
 
 app.command("train")(with_options(train_cmd, dataclass_options(WMILConfig, panel=lambda f: _CONFIG_PANEL)))

@@ -48,7 +48,7 @@ def continue_hint(run_dir: str | Path) -> str:
         kind = recipes.read_run_recipe(run_dir).get("kind")
     except LfoError:  # no readable recipe.yaml: not a run `lfo train` laid out
         kind = None
-    key = recipes.KINDS[kind].steps_key if isinstance(kind, str) and kind in recipes.KINDS else None
+    key = recipes.KINDS[str(kind)].steps_key if str(kind) in recipes.KINDS else None
     if key is None:
         continued = " or ".join(k.name for k in recipes.KINDS.values() if k.steps_key)
         return f"train a new run with more steps (only a {continued} run is continued into a new dir)"
@@ -94,7 +94,7 @@ class Run:
         if out is None and rr.is_complete(run_dir):
             raise LfoError(f"{run_dir} is complete; {continue_hint(run_dir)}")
         mapping = recipes.read_run_recipe(run_dir)
-        kind = recipes.KINDS.get(mapping.get("kind")) if isinstance(mapping.get("kind"), str) else None
+        kind = recipes.KINDS.get(str(mapping.get("kind")))  # as fill_added_later reads it
         if out is not None and kind is not None and kind.steps_key is None:
             raise LfoError(f"{run_dir}: a {kind.name} run is not continued into a new dir; train a new run with more "
                            "steps (lfo train --recipe ...)")

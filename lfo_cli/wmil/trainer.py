@@ -326,6 +326,11 @@ def run_recipe(cfg: WMILConfig, out_dir: str | Path, *, resume: bool = False) ->
     complete (a finished run is never modified: resuming it is refused); the figures `lfo wmil train --json` prints."""
     summary = train(cfg, out_dir, resume=resume)
     atomic_write_text(Path(out_dir) / rr.COMPLETE_MARKER, "")
+    return brief(summary)
+
+
+def brief(summary: dict) -> dict:
+    """The figures of a finished run's summary that `lfo wmil train --json` and `lfo train --json` print."""
     return {k: summary[k] for k in ("task", "steps", "final", "checks", "eval", "num_parameters")}
 
 
